@@ -1,0 +1,92 @@
+/* cagemalloc: a lock-free malloc for Linux x86-64.
+ *
+ * Two ways to use it:
+ *  - As a drop-in replacement: link libcagemalloc.so or load it with
+ *    LD_PRELOAD. Then malloc, free, calloc, realloc, reallocarray,
+ *    aligned_alloc, posix_memalign, memalign, valloc, pvalloc,
+ *    malloc_usable_size, malloc_trim, malloc_stats, mallinfo2 and the C++
+ *    operators new/delete are cagemalloc's.
+ *  - Through the prefixed API below, without replacing the system malloc
+ *    (link libcagemalloc.a). Blocks from cm_* must be released with cm_free
+ *    or cm_realloc; with the shared library, cm_free and free are the same.
+ *
+ * Guarantees (both ways): every block of size >= 16 is 16-byte aligned;
+ * a size that cannot be served gives NULL with errno ENOMEM; no call ever
+ * takes a lock or waits for another thread. A free of a pointer cagemalloc
+ * did not return, or a double free it detects, prints one line naming the
+ * function and the pointer on stderr and calls abort().
+ */
+#ifndef CAGEMALLOC_H
+#define CAGEMALLOC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CM_API __attribute__((visibility("default")))
+#define CM_MALLOC_ATTRS __attribute__((malloc, warn_unused_result))
+#else
+#define CM_API
+#define CM_MALLOC_ATTRS
+#endif
+
+#define CAGEMALLOC_VERSION_MAJOR 0
+#define CAGEMALLOC_VERSION_MINOR 1
+
+/* Allocate at least size bytes. cm_malloc(0) returns a unique pointer that
+ * must be freed. NULL with errno ENOMEM when the size cannot be served. */
+CM_API CM_MALLOC_ATTRS void *cm_malloc(size_t size);
+
+/* Release a block from any cm_ allocation function (or, with the shared
+ * library, from malloc). cm_free(NULL) does nothing. */
+CM_API void cm_free(void *ptr);
+
+/* Allocate count * size zeroed bytes; NULL with errno ENOMEM if the product
+ * overflows or cannot be served. */
+CM_API CM_MALLOC_ATTRS void *cm_calloc(size_t count, size_t size);
+
+/* Resize a block, keeping min(old, new) bytes of its contents.
+ * cm_realloc(NULL, n) is cm_malloc(n). cm_realloc(p, 0) with p != NULL
+ * frees p and returns NULL, as glibc does. On failure returns NULL with
+ * errno ENOMEM and leaves ptr untouched. */
+CM_API void *cm_realloc(void *ptr, size_t size);
+
+/* Allocate size bytes aligned to alignment, which must be a power of two
+ * (EINVAL otherwise). Any power of two works, 4 MiB and beyond included. */
+CM_API CM_MALLOC_ATTRS void *cm_aligned_alloc(size_t alignment, size_t size);
+
+/* The number of bytes usable in the block at ptr (>= the size requested;
+ * all of them may be written). 0 for NULL. */
+CM_API size_t cm_usable_size(const void *ptr);
+
+/* Flush the calling thread's cache and return every page that can be
+ * returned to the OS (empty superblocks, cached large mappings).
+ * Returns 1 if memory was returned, 0 otherwise. */
+CM_API int cm_trim(void);
+
+/* Write the statistics report (see README: CAGEMALLOC_SHOW_STATS) to fd. */
+CM_API void cm_stats_print(int fd);
+
+/* A snapshot of the allocator's counters, all in bytes unless named so. */
+typedef struct cm_stats {
+    size_t mapped;            /* address space obtained from the OS */
+    size_t committed;         /* of which backed by memory (not returned) */
+    size_t returned;          /* bytes handed back to the OS so far (madvise/munmap) */
+    size_t large_live;        /* bytes in live large blocks */
+    size_t large_cached;      /* bytes in freed large mappings kept for reuse */
+    size_t superblocks_live;  /* superblocks that currently belong to a size class */
+    size_t os_calls;          /* mmap + munmap + madvise + mremap calls made */
+} cm_stats_t;
+
+/* Fill *out with the current counters (they are updated without locks, so
+ * a snapshot taken while other threads run is approximate). */
+CM_API void cm_stats_get(cm_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAGEMALLOC_H */

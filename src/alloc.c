@@ -1,0 +1,221 @@
+/* alloc.c: the allocation API with its C semantics (errno, overflow,
+ * alignment rules, realloc), built on the fast paths of alloc_inline.h, and
+ * the prefixed cm_ entry points. override.c maps the standard names here. */
+#include <errno.h>
+#include <string.h>
+
+#include "alloc_inline.h"
+#include "api.h"
+
+/* ------------------------------------------------------------ slow paths */
+
+void *cm_alloc_generic(size_t size, bool zero) {
+    if (cm_unlikely(size > CM_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (size <= CM_SMALL_MAX) {
+        unsigned cls = cm_size_to_class(size);
+        if (!cm_tcache.bins[cls].head) return cm_tcache_refill_alloc(cls, zero);
+        void *p = cm_alloc_class(cls);
+        if (zero) memset(p, 0, size);
+        return p;
+    }
+    cm_ensure_init();
+    void *p = cm_large_alloc(size, 0, zero);
+    if (!p) errno = ENOMEM;
+    return p;
+}
+
+/* p is not a small block in use: say precisely what it is, then abort. A
+ * page-map entry with class 0 but a descriptor names a retired superblock or
+ * a cached large mapping: all its blocks were free already. */
+__attribute__((noreturn, cold)) static void bad_pointer(const void *p, uint32_t entry, const char *func) {
+    cm_fatal(func, entry != 0 && cm_entry_class(entry) == 0 ? "double free" : "invalid pointer", p);
+}
+
+static cm_desc_t *large_desc_checked(const void *p, uint32_t entry, const char *func) {
+    if (cm_entry_class(entry) != CM_CLASS_LARGE) bad_pointer(p, entry, func);
+    cm_desc_t *d = cm_desc_from_ref(cm_entry_ref(entry));
+    if (d->base != p) cm_fatal(func, "invalid pointer", p);
+    return d;
+}
+
+void cm_free_generic(void *p, uint32_t entry, const char *func) {
+    if (p == NULL) return;
+    cm_large_free(large_desc_checked(p, entry, func));
+}
+
+static bool list_contains(void *head, uint32_t max_steps, const void *p) {
+    for (uint32_t i = 0; head && i < max_steps; i++, head = cm_block_peek_next(head))
+        if (head == p) return true;
+    return false;
+}
+
+/* p carries a free block's check word. Confirm before aborting: is it on this
+ * thread's cache list, or on its superblock's own free list? If neither, the
+ * user's data matched a keyed check by chance (or the block sits in another
+ * thread's cache, which we cannot see without racing): carry on. The walk of
+ * the superblock list is racy by nature, so it stops at the first link that
+ * does not verify instead of treating it as corruption. */
+void cm_free_suspect(void *p, unsigned cls) {
+    cm_bin_t *bin = &cm_tcache.bins[cls];
+    if (list_contains(bin->head, bin->count, p)) cm_fatal("free", "double free", p);
+    cm_desc_t *d = cm_heap_desc_of(p);
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    if (cm_anchor_state(a) != CM_PARTIAL) return;
+    char *b = d->base + (size_t)cm_anchor_avail(a) * d->block_size;
+    for (uint32_t i = 0; i < cm_anchor_count(a); i++) {
+        if (b == p) cm_fatal("free", "double free", p);
+        if (!cm_block_looks_free(b)) return;
+        b = cm_block_link_unchecked(b);
+        if (!b || cm_heap_desc_of(b) != d) return;
+    }
+}
+
+/* ------------------------------------------------------------ API */
+
+void *cm_impl_calloc(size_t count, size_t size) {
+    size_t total;
+    if (cm_unlikely(__builtin_mul_overflow(count, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (cm_likely(total <= CM_SMALL_MAX)) {
+        unsigned cls = cm_size_to_class(total);
+        if (cm_likely(cm_tcache.bins[cls].head != NULL)) return memset(cm_alloc_class(cls), 0, total);
+    }
+    return cm_alloc_generic(total, true);
+}
+
+void *cm_impl_realloc(void *p, size_t size) {
+    if (p == NULL) return cm_malloc_inline(size);
+    if (size == 0) {
+        cm_free_inline(p);
+        return NULL;
+    }
+    uint32_t entry = cm_pagemap_get((uintptr_t)p);
+    unsigned cls = cm_small_class_checked(p, entry, "realloc");
+    size_t old_usable;
+    if (cls != 0) {
+        if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cls);
+        old_usable = cm_class_info[cls].block_size;
+        if (size <= old_usable && (size >= old_usable / 2 || size <= 16)) return p;
+    } else {
+        cm_desc_t *d = large_desc_checked(p, entry, "realloc");
+        if (size > CM_SMALL_MAX) {
+            if (size > CM_MAX_REQUEST) {
+                errno = ENOMEM;
+                return NULL;
+            }
+            void *q = cm_large_realloc(d, size);
+            if (!q) errno = ENOMEM;
+            return q;
+        }
+        old_usable = cm_large_usable(d);
+    }
+    void *q = cm_malloc_inline(size);
+    if (!q) return NULL;
+    memcpy(q, p, size < old_usable ? size : old_usable);
+    cm_free_inline(p);
+    return q;
+}
+
+static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* Any power-of-two alignment. A small block is naturally aligned to every
+ * power of two dividing its size (superblocks are aligned to their size,
+ * >= 64 KiB), so the smallest class that fits and whose size the alignment
+ * divides serves it without padding; anything else is a large block. */
+void *cm_impl_aligned_alloc(size_t align, size_t size) {
+    if (cm_unlikely(!is_power_of_two(align))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align <= 16) return cm_malloc_inline(size);
+    if (cm_unlikely(size > CM_MAX_REQUEST || align > CM_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t need = size < align ? align : size;
+    if (need <= CM_SMALL_MAX) {
+        for (unsigned cls = cm_size_to_class(need); cls <= CM_NUM_CLASSES; cls++)
+            if (cm_class_info[cls].block_size % align == 0) return cm_alloc_class(cls);
+    }
+    cm_ensure_init();
+    void *p = cm_large_alloc(size, align, false);
+    if (!p) errno = ENOMEM;
+    return p;
+}
+
+int cm_impl_posix_memalign(void **out, size_t align, size_t size) {
+    if (!is_power_of_two(align) || align < sizeof(void *)) return EINVAL;
+    int saved = errno;
+    void *p = cm_impl_aligned_alloc(align, size);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+/* glibc's memalign: a non-power-of-two alignment is rounded up. */
+void *cm_impl_memalign(size_t align, size_t size) {
+    if (align > (SIZE_MAX >> 1) + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t a = 1;
+    while (a < align) a <<= 1;
+    return cm_impl_aligned_alloc(a, size);
+}
+
+void *cm_impl_pvalloc(size_t size) {
+    size_t rounded = (size + CM_PAGE_SIZE - 1) & ~(CM_PAGE_SIZE - 1);
+    if (rounded < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return cm_impl_aligned_alloc(CM_PAGE_SIZE, rounded ? rounded : CM_PAGE_SIZE);
+}
+
+void *cm_impl_reallocarray(void *p, size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return cm_impl_realloc(p, total);
+}
+
+size_t cm_impl_usable_size(const void *p) {
+    if (p == NULL) return 0;
+    uint32_t entry = cm_pagemap_get((uintptr_t)p);
+    unsigned cls = cm_small_class_checked(p, entry, "malloc_usable_size");
+    if (cls != 0) return cm_class_info[cls].block_size;
+    return cm_large_usable(large_desc_checked(p, entry, "malloc_usable_size"));
+}
+
+int cm_impl_trim(void) {
+    if (!atomic_load_explicit(&cm_initialized, memory_order_acquire)) return 0;
+    cm_tcache_flush_all();
+    bool small = cm_heap_trim();
+    bool large = cm_large_trim();
+    return small || large;
+}
+
+/* ------------------------------------------------------------ entry points */
+
+/* for the C++ operators (override_new.cpp), which cannot include our C11 headers */
+void *cm_impl_malloc(size_t size) { return cm_malloc_inline(size); }
+void cm_impl_free(void *p) { cm_free_inline(p); }
+
+
+void *cm_malloc(size_t size) { return cm_malloc_inline(size); }
+void cm_free(void *p) { cm_free_inline(p); }
+void *cm_calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }
+void *cm_realloc(void *p, size_t size) { return cm_impl_realloc(p, size); }
+void *cm_aligned_alloc(size_t align, size_t size) { return cm_impl_aligned_alloc(align, size); }
+size_t cm_usable_size(const void *p) { return cm_impl_usable_size(p); }
+int cm_trim(void) { return cm_impl_trim(); }

@@ -1,0 +1,63 @@
+/* descriptor.c: the descriptor pool and the lock-free descriptor stacks.
+ *
+ * All descriptors live in one region reserved at init (CM_MAX_DESCRIPTORS *
+ * 64 bytes, committed page by page as it is touched) and are never returned
+ * to the OS. That makes them type-stable: a thread holding a stale reference
+ * may read one at any time and see a descriptor, never unmapped memory. A
+ * descriptor is named by its index in the region, a 32-bit "ref" (the narrow
+ * pointer idea applied to our own metadata), so a stack head is {ref, tag}
+ * in one 64-bit word and the tag defeats ABA. */
+#include "internal.h"
+
+cm_desc_t *cm_desc_region;
+static _Atomic uint32_t desc_next_free = 1; /* ref 0 means "none" */
+static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
+
+cm_desc_t *cm_desc_alloc(void) {
+    if (!cm_desc_region) return NULL;
+    cm_desc_t *d = cm_desc_stack_pop(&released);
+    if (d) return d;
+    /* relaxed: the index is only a ticket; the descriptor's contents are
+     * published by whatever lock-free list or page-map entry later names it. */
+    uint32_t ref = atomic_fetch_add_explicit(&desc_next_free, 1, memory_order_relaxed);
+    if (ref >= CM_MAX_DESCRIPTORS) {
+        atomic_fetch_sub_explicit(&desc_next_free, 1, memory_order_relaxed);
+        return NULL;
+    }
+    cm_count(&cm_counters.committed, sizeof(cm_desc_t));
+    return cm_desc_from_ref(ref);
+}
+
+void cm_desc_release(cm_desc_t *d) { cm_desc_stack_push(&released, d); }
+
+uint32_t cm_desc_count(void) { return atomic_load_explicit(&desc_next_free, memory_order_relaxed); }
+
+static uint64_t head_make(uint32_t ref, uint32_t tag) { return (uint64_t)tag << 32 | ref; }
+
+void cm_desc_stack_push(cm_desc_stack_t *s, cm_desc_t *d) {
+    uint32_t ref = cm_desc_ref(d);
+    uint64_t old = atomic_load_explicit(&s->head, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&d->next, (uint32_t)old, memory_order_relaxed);
+        /* release: the popper must see d->next and everything the pusher
+         * wrote into d (and its superblock) before pushing. */
+    } while (!atomic_compare_exchange_weak_explicit(&s->head, &old, head_make(ref, (uint32_t)(old >> 32) + 1),
+                                                    memory_order_release, memory_order_relaxed));
+}
+
+cm_desc_t *cm_desc_stack_pop(cm_desc_stack_t *s) {
+    /* acquire: pairs with the pusher's release so d->next and d's contents
+     * are visible. If d is popped and pushed again between our load of
+     * d->next and the CAS, the tag has changed and the CAS fails; the stale
+     * read itself is harmless because descriptors are never unmapped. */
+    uint64_t old = atomic_load_explicit(&s->head, memory_order_acquire);
+    for (;;) {
+        uint32_t ref = (uint32_t)old;
+        if (ref == 0) return NULL;
+        cm_desc_t *d = cm_desc_from_ref(ref);
+        uint32_t next = atomic_load_explicit(&d->next, memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&s->head, &old, head_make(next, (uint32_t)(old >> 32) + 1),
+                                                  memory_order_acquire, memory_order_acquire))
+            return d;
+    }
+}

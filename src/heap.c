@@ -1,0 +1,251 @@
+/* heap.c: the lock-free global heap of superblocks.
+ *
+ * Per size class, a lock-free stack of PARTIAL superblocks; per span size, a
+ * stack of retired spans ready for any class; per span size, a cursor that
+ * carves new spans from 4 MiB chunks. Thread caches talk to the heap in
+ * batches only: a refill takes a superblock's whole free list with one CAS,
+ * a flush returns a chain of blocks of one superblock with one CAS.
+ *
+ * A span is bound to its descriptor for life (the page-map entries of its
+ * units name that descriptor). See internal.h for the superblock states. */
+#include <errno.h>
+
+#include "internal.h"
+
+static cm_desc_stack_t partial[CM_NUM_CLASSES + 1];
+static cm_desc_stack_t spare_spans[CM_SPAN_ORDERS];
+static _Atomic uintptr_t carve_cursor[CM_SPAN_ORDERS]; /* chunk base | spans used */
+static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
+
+static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
+static unsigned span_order(unsigned shift) { return shift - CM_SPAN_MIN_SHIFT; }
+
+static void *block_at(const cm_desc_t *d, uint32_t idx) { return d->base + (size_t)idx * d->block_size; }
+
+static uint32_t block_index(const cm_desc_t *d, const void *p) {
+    uint64_t off = (uint64_t)((const char *)p - d->base);
+    return (uint32_t)((off * cm_class_info[atomic_load_explicit(&d->size_class, memory_order_relaxed)].recip) >>
+                      CM_RECIP_SHIFT);
+}
+
+/* ------------------------------------------------------------ new spans */
+
+/* A new span of 2^shift bytes from the current chunk of that span size, or a
+ * newly mapped chunk. The cursor is one word {chunk base | spans used}: a CAS
+ * hands out disjoint spans; relaxed is enough because it publishes only an
+ * address range, whose (zero) contents come from the kernel. Losers of the
+ * race to install a new chunk unmap theirs. */
+static char *carve_span(unsigned shift) {
+    _Atomic uintptr_t *cursor = &carve_cursor[span_order(shift)];
+    uintptr_t per_chunk = CM_CHUNK_SIZE >> shift;
+    uintptr_t cur = atomic_load_explicit(cursor, memory_order_relaxed);
+    for (;;) {
+        uintptr_t base = cur & ~(CM_CHUNK_SIZE - 1), used = cur & (CM_CHUNK_SIZE - 1);
+        if (base && used < per_chunk) {
+            if (atomic_compare_exchange_weak_explicit(cursor, &cur, cur + 1, memory_order_relaxed,
+                                                      memory_order_relaxed))
+                return (char *)(base + (used << shift));
+            continue;
+        }
+        char *chunk = cm_os_map_aligned(CM_CHUNK_SIZE, CM_CHUNK_SIZE);
+        if (!chunk) return NULL;
+        if (!cm_pagemap_set((uintptr_t)chunk, CM_CHUNK_SIZE, 0)) { /* make its leaf exist now */
+            cm_os_unmap(chunk, CM_CHUNK_SIZE);
+            return NULL;
+        }
+        if (atomic_compare_exchange_strong_explicit(cursor, &cur, (uintptr_t)chunk | 1, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            return chunk;
+        cm_os_unmap(chunk, CM_CHUNK_SIZE);
+    }
+}
+
+/* Make d (owned by the caller, on no list) a superblock of class cls with all
+ * blocks out (state FULL): the caller carves them from the fresh span. */
+static void assign_class(cm_desc_t *d, unsigned cls) {
+    const cm_class_info_t *ci = &cm_class_info[cls];
+    atomic_store_explicit(&d->size_class, (uint8_t)cls, memory_order_relaxed);
+    d->block_size = ci->block_size;
+    d->max_count = ci->max_count;
+    atomic_store_explicit(&d->anchor, cm_anchor_make(CM_FULL, 0, 0), memory_order_relaxed);
+    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), cls));
+    cm_count(&cm_counters.superblocks_live, 1);
+    atomic_fetch_add_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
+}
+
+/* A span whose memory was returned is reused: count it as committed again. */
+static void revive(cm_desc_t *d, unsigned cls) {
+    cm_count(&cm_counters.committed, span_size(d));
+    cm_uncount(&cm_counters.returned, span_size(d));
+    d->span_shift = (uint8_t)cm_class_info[cls].span_shift;
+    assign_class(d, cls);
+}
+
+static cm_desc_t *new_superblock(unsigned cls) {
+    unsigned shift = cm_class_info[cls].span_shift;
+    cm_desc_t *d = cm_desc_stack_pop(&spare_spans[span_order(shift)]);
+    if (d) {
+        revive(d, cls);
+        return d;
+    }
+    d = cm_desc_alloc();
+    if (!d) return NULL;
+    d->base = carve_span(shift);
+    if (!d->base) {
+        cm_desc_release(d);
+        return NULL;
+    }
+    d->span_shift = (uint8_t)shift;
+    assign_class(d, cls);
+    return d;
+}
+
+/* ------------------------------------------------------------ retiring */
+
+/* The caller moved d's anchor to RETIRING, so it alone owns the superblock's
+ * memory: every block is free and no CAS can take them (only PARTIAL
+ * superblocks give out blocks). Return the memory, then hand the descriptor
+ * on. If it still sits on its partial stack, it stays there as EMPTY and the
+ * thread that pops it reuses it; if that thread popped it meanwhile and left
+ * it DETACHED, or it was on no list, it goes to the spare-span stack. */
+static void retire(cm_desc_t *d, bool on_partial_stack) {
+    unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
+    /* stale frees into the span now take the slow path and are caught there */
+    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), 0));
+    cm_os_decommit(d->base, span_size(d));
+    cm_uncount(&cm_counters.superblocks_live, 1);
+    atomic_fetch_sub_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
+    cm_anchor_t expect = cm_anchor_make(CM_RETIRING, 0, 0);
+    /* release: the popper that finds EMPTY reuses the span and must see it
+     * decommitted (our madvise) before it writes new blocks there. */
+    if (on_partial_stack &&
+        atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_make(CM_EMPTY, 0, 0),
+                                                memory_order_release, memory_order_relaxed))
+        return;
+    /* on no list, or DETACHED: nobody else references d any more */
+    atomic_store_explicit(&d->anchor, cm_anchor_make(CM_EMPTY, 0, 0), memory_order_relaxed);
+    cm_desc_stack_push(&spare_spans[span_order(d->span_shift)], d);
+}
+
+/* Reserve room for one more fully free superblock kept committed; false when
+ * the budget (CAGEMALLOC_EMPTY_KEEP) is spent and it should be retired. */
+static bool keep_empty(size_t bytes) {
+    size_t now = atomic_fetch_add_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
+    if (now + bytes <= cm_options.empty_keep) return true;
+    atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
+    return false;
+}
+
+/* ------------------------------------------------------------ refill */
+
+/* Take the whole free list of a superblock popped from the partial stack.
+ * Returns false if the superblock had been retired meanwhile. */
+static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
+    /* acquire: pairs with the release CAS of every flush into d, so the
+     * links they wrote into the blocks are visible before we follow them. */
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    for (;;) {
+        switch (cm_anchor_state(a)) {
+        case CM_PARTIAL:
+            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_FULL, 0, 0),
+                                                       memory_order_acquire, memory_order_acquire))
+                continue;
+            if (cm_anchor_count(a) == d->max_count)
+                atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+            out->chain = block_at(d, cm_anchor_avail(a));
+            out->count = cm_anchor_count(a);
+            return true;
+        case CM_RETIRING:
+            /* its retirer is still returning the memory: leave it to them */
+            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_DETACHED, 0, 0),
+                                                       memory_order_acquire, memory_order_acquire))
+                continue;
+            return false;
+        case CM_EMPTY: /* retired and ours now: reuse it as a fresh superblock */
+            revive(d, cls);
+            out->fresh = d->base;
+            return true;
+        default:
+            cm_fatal("malloc", "heap corrupted at superblock", d->base);
+        }
+    }
+}
+
+bool cm_heap_refill(unsigned cls, cm_refill_t *out) {
+    out->chain = NULL, out->count = 0, out->fresh = NULL;
+    cm_desc_t *d;
+    while ((d = cm_desc_stack_pop(&partial[cls])) != NULL)
+        if (take_partial(d, cls, out)) return true;
+    d = new_superblock(cls);
+    if (!d) return false;
+    out->fresh = d->base;
+    return true;
+}
+
+/* ------------------------------------------------------------ flush */
+
+void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
+    unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
+    uint32_t head_idx = block_index(d, head);
+    cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed), new;
+    bool kept = false;
+    for (;;) {
+        unsigned state = cm_anchor_state(old);
+        uint32_t count = cm_anchor_count(old) + n;
+        if (cm_unlikely((state != CM_FULL && state != CM_PARTIAL) || count > d->max_count))
+            cm_fatal("free", "double free", head);
+        cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
+        if (count == d->max_count && !kept && !(kept = keep_empty(span_size(d)))) {
+            new = cm_anchor_make(CM_RETIRING, 0, 0);
+        } else {
+            new = cm_anchor_make(CM_PARTIAL, head_idx, count);
+        }
+        /* release: publishes the links just written (and the freed blocks'
+         * last contents) to the thread that takes this list; acquire: when
+         * we retire, every other thread's earlier frees into d happen before
+         * our madvise. */
+        if (atomic_compare_exchange_weak_explicit(&d->anchor, &old, new, memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            break;
+        if (kept && cm_anchor_count(old) + n != d->max_count) {
+            atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+            kept = false;
+        }
+    }
+    if (cm_anchor_state(new) == CM_RETIRING)
+        retire(d, cm_anchor_state(old) == CM_PARTIAL);
+    else if (cm_anchor_state(old) == CM_FULL)
+        cm_desc_stack_push(&partial[cls], d); /* only the FULL -> PARTIAL transition pushes */
+    (void)cls;
+}
+
+/* ------------------------------------------------------------ trim, lookup */
+
+/* Retire every fully free superblock kept committed. Walks all descriptors:
+ * reading any of them is safe (type-stable), and the anchor CAS decides. */
+bool cm_heap_trim(void) {
+    bool returned = false;
+    uint32_t n = cm_desc_count();
+    for (uint32_t ref = 1; ref < n && ref < CM_MAX_DESCRIPTORS; ref++) {
+        cm_desc_t *d = cm_desc_from_ref(ref);
+        cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+        unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
+        if (cls == 0 || cls > CM_NUM_CLASSES || cm_anchor_state(a) != CM_PARTIAL ||
+            cm_anchor_count(a) != cm_class_info[cls].max_count)
+            continue;
+        if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_make(CM_RETIRING, 0, 0),
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+        retire(d, true);
+        returned = true;
+    }
+    return returned;
+}
+
+cm_desc_t *cm_heap_desc_of(const void *p) {
+    uint32_t e = cm_pagemap_get((uintptr_t)p);
+    unsigned cls = cm_entry_class(e);
+    if (cls == 0 || cls > CM_NUM_CLASSES) return NULL;
+    return cm_desc_from_ref(cm_entry_ref(e));
+}

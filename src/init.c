@@ -1,0 +1,44 @@
+/* init.c: process-wide initialisation, done by the first allocation.
+ *
+ * No thread ever waits for another to finish initialising: every step is
+ * either idempotent (options: all racers store the same values) or a CAS race
+ * whose losers undo their own work (descriptor region, secrets, exit key).
+ * Each racer completes every step itself before it allocates. */
+#include "internal.h"
+
+_Atomic int cm_initialized;
+bool cm_harden = true;
+uintptr_t cm_link_key;
+uintptr_t cm_check_key;
+
+/* Publish a nonzero random secret exactly once; every racer ends with the
+ * winner's value, so links encoded by any thread decode in every other. */
+static void init_secret(uintptr_t *slot) {
+    uintptr_t mine = 0, none = 0;
+    if (__atomic_load_n(slot, __ATOMIC_ACQUIRE)) return;
+    while (mine == 0) cm_os_random(&mine, sizeof mine);
+    __atomic_compare_exchange_n(slot, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+static bool init_descriptor_region(void) {
+    if (__atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)) return true;
+    cm_desc_t *mine = cm_os_map((size_t)CM_MAX_DESCRIPTORS * sizeof(cm_desc_t));
+    if (!mine) return false;
+    /* reserved, not committed: descriptors are counted as they are handed out */
+    cm_uncount(&cm_counters.committed, (size_t)CM_MAX_DESCRIPTORS * sizeof(cm_desc_t));
+    cm_desc_t *none = NULL;
+    if (!__atomic_compare_exchange_n(&cm_desc_region, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        cm_os_unmap(mine, (size_t)CM_MAX_DESCRIPTORS * sizeof(cm_desc_t));
+    return true;
+}
+
+void cm_init_slow(void) {
+    cm_options_load();
+    __atomic_store_n(&cm_harden, cm_options.harden, __ATOMIC_RELAXED);
+    init_secret(&cm_link_key);
+    init_secret(&cm_check_key);
+    if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */
+    cm_tcache_global_init();
+    /* release: a thread that sees the flag sees everything above */
+    atomic_store_explicit(&cm_initialized, 1, memory_order_release);
+}

@@ -1,0 +1,303 @@
+/* internal.h: the data model of cagemalloc, read this first.
+ *
+ * Glossary
+ *  block       what malloc returns. Small blocks (<= 32 KiB) come from a size
+ *              class; larger ones are "large blocks", each its own mapping.
+ *  size class  one of CM_NUM_CLASSES block sizes (16 B steps to 128 B, then
+ *              four per doubling to 32 KiB); table generated at build time.
+ *  superblock  a span of 64..512 KiB, aligned to its size, cut into blocks of
+ *              one class. Spans are carved from 4 MiB chunks mapped from the OS.
+ *  descriptor  64 bytes of metadata for one superblock or one large block:
+ *              its anchor word, its list link, its geometry. Descriptors live
+ *              in one reserved region and are never unmapped, so a stale read
+ *              of one is harmless; a 32-bit "ref" names one (index in region).
+ *  anchor      a descriptor's 64-bit status word {state, avail, count},
+ *              changed only by CAS. avail = index of the first free block of
+ *              the superblock's own free list, count = its length.
+ *  page map    address -> 32-bit entry {descriptor ref, class} for every
+ *              64 KiB unit we own; free() finds a block's class with it.
+ *  thread cache per thread and class, a singly linked list of free blocks and
+ *              a count: malloc pops, free pushes, no atomic instruction. When
+ *              empty it is refilled from the heap; when over its bound, a batch
+ *              is flushed back, one CAS per superblock.
+ *  heap        per class a lock-free stack of PARTIAL superblocks, plus stacks
+ *              of retired spans for reuse.
+ *
+ * Superblock states (anchor.state):
+ *  FULL      no free block on its own list (all are in use, in thread caches,
+ *            or not yet carved); on no list.
+ *  PARTIAL   count > 0 free blocks on its list; on its class's partial stack
+ *            (or held by the one thread that just popped it).
+ *  RETIRING  all blocks free; one thread owns it and is returning its memory.
+ *  EMPTY     memory returned; the descriptor waits to be reused.
+ *  DETACHED  RETIRING, but the thread that popped it from the partial stack
+ *            saw that and left it: the retiring thread must recycle it.
+ */
+#ifndef CM_INTERNAL_H
+#define CM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cagemalloc.h"
+
+#define CM_HIDDEN __attribute__((visibility("hidden")))
+#define cm_likely(x) __builtin_expect(!!(x), 1)
+#define cm_unlikely(x) __builtin_expect(!!(x), 0)
+#define CM_NOINLINE __attribute__((noinline))
+#define CM_INLINE static inline __attribute__((always_inline))
+#define CM_CACHE_LINE 64
+
+/* ---------------------------------------------------------------- geometry */
+#define CM_UNIT_SHIFT 16                        /* page-map granularity: 64 KiB */
+#define CM_UNIT_SIZE ((size_t)1 << CM_UNIT_SHIFT)
+#define CM_CHUNK_SHIFT 22                       /* spans are carved from 4 MiB chunks */
+#define CM_CHUNK_SIZE ((size_t)1 << CM_CHUNK_SHIFT)
+#define CM_SPAN_MIN_SHIFT 16
+#define CM_SPAN_ORDERS 4                        /* spans of 64, 128, 256, 512 KiB */
+#define CM_ADDRESS_BITS 47                      /* user-space addresses on x86-64 */
+#define CM_PAGE_SIZE ((size_t)4096)
+#define CM_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * CM_CHUNK_SIZE)
+
+/* Page-map entry: {ref:26, class:6}. Class 0 = not a small block (large, or
+ * retired, or not ours: the descriptor decides); CM_CLASS_LARGE = large. */
+#define CM_ENTRY_CLASS_BITS 6
+#define CM_ENTRY_CLASS_MASK ((1u << CM_ENTRY_CLASS_BITS) - 1)
+#define CM_CLASS_LARGE 63u
+#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* 128 MiB of descriptors reserved */
+
+typedef struct cm_class_info {
+    uint32_t block_size;   /* bytes per block, a multiple of 16 */
+    uint32_t max_count;    /* blocks per superblock */
+    uint32_t span_shift;   /* log2 of the superblock size */
+    uint32_t cache_max;    /* most blocks a thread cache may hold */
+    uint64_t recip;        /* (offset * recip) >> CM_RECIP_SHIFT == offset / block_size */
+    uint32_t carve_batch;  /* blocks carved at once from a fresh superblock */
+} cm_class_info_t;
+
+#include "size_class_table.h"
+
+CM_INLINE unsigned cm_size_to_class(size_t size) {
+    return size <= CM_LOOKUP1_MAX ? cm_class_by_16[(size + 15) >> 4]
+                                  : cm_class_by_128[(size + 127) >> 7];
+}
+
+/* ---------------------------------------------------------------- anchor */
+enum { CM_FULL = 0, CM_PARTIAL = 1, CM_RETIRING = 2, CM_EMPTY = 3, CM_DETACHED = 4 };
+
+/* {state:3, avail:30, count:31} in one word, so a single CAS moves a whole
+ * chain of blocks and changes the state together (thesis: {2, 31, 31}; one
+ * more state bit buys the RETIRING/DETACHED hand-off). */
+typedef uint64_t cm_anchor_t;
+CM_INLINE unsigned cm_anchor_state(cm_anchor_t a) { return (unsigned)(a & 7); }
+CM_INLINE uint32_t cm_anchor_avail(cm_anchor_t a) { return (uint32_t)((a >> 3) & 0x3fffffff); }
+CM_INLINE uint32_t cm_anchor_count(cm_anchor_t a) { return (uint32_t)(a >> 33); }
+CM_INLINE cm_anchor_t cm_anchor_make(unsigned state, uint32_t avail, uint32_t count) {
+    return (cm_anchor_t)state | ((cm_anchor_t)avail << 3) | ((cm_anchor_t)count << 33);
+}
+
+/* ---------------------------------------------------------------- descriptor */
+typedef struct cm_desc {
+    _Atomic cm_anchor_t anchor;  /* small: superblock status; large: unused */
+    _Atomic uint32_t next;       /* link in whichever lock-free stack holds it */
+    _Atomic uint8_t size_class;  /* 1..CM_NUM_CLASSES, or CM_CLASS_LARGE */
+    uint8_t span_shift;          /* small: log2 of the span size */
+    uint16_t reserved;
+    char *base;                  /* span start, or large mapping start */
+    uint32_t block_size;         /* small: bytes per block */
+    uint32_t max_count;          /* small: blocks per superblock */
+    size_t map_size;             /* large: bytes mapped; the block is base itself */
+    uint64_t cached_at;          /* large: when it entered the reuse cache (ns) */
+    uint64_t reserved2;
+} __attribute__((aligned(CM_CACHE_LINE))) cm_desc_t;
+
+_Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
+
+CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
+
+CM_INLINE cm_desc_t *cm_desc_from_ref(uint32_t ref) { return cm_desc_region + ref; }
+CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
+
+/* A lock-free stack of descriptors: head = {ref:32, tag:32}, CAS'ed as one word. */
+typedef struct cm_desc_stack {
+    _Atomic uint64_t head;
+} __attribute__((aligned(CM_CACHE_LINE))) cm_desc_stack_t;
+
+CM_HIDDEN cm_desc_t *cm_desc_alloc(void);          /* NULL when the region is exhausted */
+CM_HIDDEN void cm_desc_release(cm_desc_t *d);       /* for descriptors not bound to a span */
+CM_HIDDEN void cm_desc_stack_push(cm_desc_stack_t *s, cm_desc_t *d);
+CM_HIDDEN cm_desc_t *cm_desc_stack_pop(cm_desc_stack_t *s);
+CM_HIDDEN uint32_t cm_desc_count(void);
+
+/* ---------------------------------------------------------------- page map */
+#define CM_PAGEMAP_LEAF_BITS (32 - CM_UNIT_SHIFT)
+#define CM_PAGEMAP_ROOT_LEN ((size_t)1 << (CM_ADDRESS_BITS - 32))
+CM_HIDDEN extern _Atomic(_Atomic uint32_t *) cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
+
+/* The entry for address a, 0 if a is in no unit of ours. Two dependent loads:
+ * the root (2^15 slots, one per 4 GiB, hot) and the leaf. The acquire on the
+ * root pairs with the release CAS that installed the leaf. */
+CM_INLINE uint32_t cm_pagemap_get(uintptr_t a) {
+    if (cm_unlikely(a >> CM_ADDRESS_BITS)) return 0;
+    _Atomic uint32_t *leaf = atomic_load_explicit(&cm_pagemap_root[a >> 32], memory_order_acquire);
+    if (cm_unlikely(leaf == NULL)) return 0;
+    /* relaxed: an entry is published before its blocks exist; whoever frees a
+     * block got it through synchronisation that orders the entry's store. */
+    return atomic_load_explicit(&leaf[(a >> CM_UNIT_SHIFT) & ((1u << CM_PAGEMAP_LEAF_BITS) - 1)],
+                                memory_order_relaxed);
+}
+CM_HIDDEN bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry);
+CM_INLINE uint32_t cm_entry_make(uint32_t ref, unsigned cls) { return ref << CM_ENTRY_CLASS_BITS | cls; }
+CM_INLINE uint32_t cm_entry_ref(uint32_t e) { return e >> CM_ENTRY_CLASS_BITS; }
+CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; }
+
+/* ---------------------------------------------------------------- OS layer */
+CM_HIDDEN void *cm_os_map(size_t size);                     /* NULL on failure */
+CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align);
+CM_HIDDEN void cm_os_unmap(void *p, size_t size);
+CM_HIDDEN void cm_os_decommit(void *p, size_t size);
+/* Grow or shrink a mapping, moving it if needed to a place aligned to align;
+ * NULL (and p untouched) on failure. */
+CM_HIDDEN void *cm_os_remap(void *p, size_t old_size, size_t new_size, size_t align);
+CM_HIDDEN void cm_os_random(void *buf, size_t n);
+CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
+CM_HIDDEN uint64_t cm_os_now_ns(void);
+
+/* ---------------------------------------------------------------- options */
+typedef struct cm_options {
+    bool show_stats;          /* CAGEMALLOC_SHOW_STATS */
+    bool harden;              /* CAGEMALLOC_HARDEN (default on) */
+    size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: bytes of empty superblocks kept committed */
+    size_t large_cache;       /* CAGEMALLOC_LARGE_CACHE: bytes of freed large mappings kept */
+    uint64_t large_decay_ns;  /* CAGEMALLOC_LARGE_DECAY_MS: age after which they are unmapped */
+} cm_options_t;
+CM_HIDDEN extern cm_options_t cm_options;
+
+/* ---------------------------------------------------------------- init, errors */
+CM_HIDDEN extern _Atomic int cm_initialized;
+CM_HIDDEN void cm_init_slow(void);
+CM_INLINE void cm_ensure_init(void) {
+    if (cm_unlikely(!atomic_load_explicit(&cm_initialized, memory_order_acquire))) cm_init_slow();
+}
+CM_HIDDEN void cm_options_load(void);
+__attribute__((noreturn, cold)) CM_HIDDEN void cm_fatal(const char *func, const char *what, const void *p);
+
+/* ---------------------------------------------------------------- heap */
+/* What a refill hands the thread cache: a chain of free blocks, or a fresh
+ * (never used, or returned-to-the-OS and so zeroed) superblock to carve. */
+typedef struct cm_refill {
+    void *chain;         /* first block of a chain of `count` free blocks */
+    uint32_t count;
+    char *fresh;         /* or: the start of a fresh superblock */
+} cm_refill_t;
+CM_HIDDEN bool cm_heap_refill(unsigned cls, cm_refill_t *out);
+CM_HIDDEN void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
+CM_HIDDEN bool cm_heap_trim(void);
+CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small block of ours */
+
+/* ---------------------------------------------------------------- free-list links */
+/* Each free block starts with two words: the encoded link to the next block,
+ * and a check word that is a keyed function of the link and the block's own
+ * address (safe-linking with a MAC). A use-after-free write that changes
+ * either is caught when the block is next taken from a list, and the check
+ * word also marks the block as free, which catches most double frees. */
+typedef struct cm_free_block {
+    uintptr_t link;
+    uintptr_t check;
+} cm_free_block_t;
+
+CM_HIDDEN extern bool cm_harden;          /* CAGEMALLOC_HARDEN; fixed at init */
+CM_HIDDEN extern uintptr_t cm_link_key;   /* per-process random secrets */
+CM_HIDDEN extern uintptr_t cm_check_key;
+
+CM_INLINE uintptr_t cm_link_check(const void *block, uintptr_t link) {
+    uintptr_t x = (link + cm_check_key) ^ (uintptr_t)block;
+    return (x << 23 | x >> 41) ^ cm_link_key;
+}
+CM_INLINE void cm_block_set_next(void *block, void *next) {
+    cm_free_block_t *b = (cm_free_block_t *)block;
+    if (!cm_harden) {
+        b->link = (uintptr_t)next;
+        return;
+    }
+    uintptr_t link = (uintptr_t)next ^ cm_link_key ^ ((uintptr_t)block >> 12);
+    b->link = link;
+    b->check = cm_link_check(block, link);
+}
+/* The block after `block` on its list; aborts if its words were tampered with.
+ * The check word is cleared so that a block in use never looks free. */
+CM_INLINE void *cm_block_take_next(void *block) {
+    cm_free_block_t *b = (cm_free_block_t *)block;
+    uintptr_t link = b->link;
+    if (!cm_harden) return (void *)link;
+    if (cm_unlikely(b->check != cm_link_check(block, link))) cm_fatal("malloc", "corrupted free list", block);
+    b->check = 0;
+    return (void *)(link ^ cm_link_key ^ ((uintptr_t)block >> 12));
+}
+/* The block after `block` without taking it (flush walks). */
+CM_INLINE void *cm_block_peek_next(const void *block) {
+    const cm_free_block_t *b = (const cm_free_block_t *)block;
+    if (!cm_harden) return (void *)b->link;
+    if (cm_unlikely(b->check != cm_link_check(block, b->link))) cm_fatal("free", "corrupted free list", block);
+    return (void *)(b->link ^ cm_link_key ^ ((uintptr_t)block >> 12));
+}
+/* The decoded link of a block believed free, unchecked (racy walks). */
+CM_INLINE void *cm_block_link_unchecked(const void *block) {
+    const cm_free_block_t *b = (const cm_free_block_t *)block;
+    return (void *)(cm_harden ? b->link ^ cm_link_key ^ ((uintptr_t)block >> 12) : b->link);
+}
+/* True if block carries a valid check word, i.e. looks already free. */
+CM_INLINE bool cm_block_looks_free(const void *block) {
+    const cm_free_block_t *b = (const cm_free_block_t *)block;
+    return cm_harden && b->check == cm_link_check(block, b->link);
+}
+
+/* ---------------------------------------------------------------- large blocks */
+CM_HIDDEN void *cm_large_alloc(size_t size, size_t align, bool zero);
+CM_HIDDEN void cm_large_free(cm_desc_t *d);
+CM_HIDDEN void *cm_large_realloc(cm_desc_t *d, size_t size);
+CM_HIDDEN size_t cm_large_usable(const cm_desc_t *d);
+CM_HIDDEN bool cm_large_trim(void);
+
+/* ---------------------------------------------------------------- thread cache */
+typedef struct cm_bin {
+    void *head;        /* free list */
+    uint32_t count;    /* blocks on it */
+    uint32_t limit;    /* free() flushes when count reaches this */
+    uint64_t allocs;   /* blocks handed out by malloc (stats) */
+} cm_bin_t;
+
+typedef struct cm_tcache {
+    cm_bin_t bins[CM_NUM_CLASSES + 1];
+    char *bump[CM_NUM_CLASSES + 1];      /* uncarved rest of a fresh superblock */
+    char *bump_end[CM_NUM_CLASSES + 1];
+    int64_t net_in[CM_NUM_CLASSES + 1];  /* blocks moved in by refills minus out by flushes */
+    int state;                           /* CM_TC_UNINIT, CM_TC_ACTIVE, CM_TC_EXITED */
+} cm_tcache_t;
+enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1, CM_TC_EXITED = 2 };
+
+CM_HIDDEN extern __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
+
+CM_HIDDEN CM_NOINLINE void *cm_tcache_refill_alloc(unsigned cls, bool zero);
+CM_HIDDEN CM_NOINLINE void cm_tcache_flush_free(void *p, unsigned cls);
+CM_HIDDEN void cm_tcache_flush_all(void);
+CM_HIDDEN void cm_tcache_global_init(void);
+
+/* ---------------------------------------------------------------- stats */
+typedef struct cm_counters {
+    _Atomic size_t mapped, committed, returned, large_live, large_cached;
+    _Atomic size_t superblocks_live, os_calls, large_count;
+    _Atomic uint64_t allocs[CM_NUM_CLASSES + 1];
+    _Atomic uint64_t frees[CM_NUM_CLASSES + 1];
+    _Atomic int64_t sb_live[CM_NUM_CLASSES + 1];
+} cm_counters_t;
+CM_HIDDEN extern cm_counters_t cm_counters;
+/* Relaxed: counters are statistics; no decision other than reporting reads them. */
+CM_INLINE void cm_count(_Atomic size_t *c, size_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+CM_INLINE void cm_uncount(_Atomic size_t *c, size_t n) { atomic_fetch_sub_explicit(c, n, memory_order_relaxed); }
+CM_HIDDEN void cm_stats_publish_thread(void);
+CM_HIDDEN void cm_stats_report(int fd);
+
+#endif /* CM_INTERNAL_H */

@@ -1,0 +1,32 @@
+/* override.c: the standard allocation names, exported by libcagemalloc.so so
+ * that linking it or LD_PRELOADing it replaces the system allocator. Not in
+ * libcagemalloc.a, which offers only the cm_ names. malloc and free inline
+ * the fast paths; the rest are direct calls to hidden implementations. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+
+#include "alloc_inline.h"
+#include "api.h"
+
+#define CM_EXPORT __attribute__((visibility("default")))
+
+CM_EXPORT void *malloc(size_t size) { return cm_malloc_inline(size); }
+CM_EXPORT void free(void *p) { cm_free_inline(p); }
+CM_EXPORT void *calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }
+CM_EXPORT void *realloc(void *p, size_t size) { return cm_impl_realloc(p, size); }
+CM_EXPORT void *reallocarray(void *p, size_t count, size_t size) { return cm_impl_reallocarray(p, count, size); }
+CM_EXPORT void *aligned_alloc(size_t align, size_t size) { return cm_impl_aligned_alloc(align, size); }
+CM_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+    return cm_impl_posix_memalign(out, align, size);
+}
+CM_EXPORT void *memalign(size_t align, size_t size) { return cm_impl_memalign(align, size); }
+CM_EXPORT void *valloc(size_t size) { return cm_impl_aligned_alloc(CM_PAGE_SIZE, size); }
+CM_EXPORT void *pvalloc(size_t size) { return cm_impl_pvalloc(size); }
+CM_EXPORT size_t malloc_usable_size(void *p) { return cm_impl_usable_size(p); }
+CM_EXPORT int malloc_trim(size_t pad) {
+    (void)pad;
+    return cm_impl_trim();
+}
+CM_EXPORT void malloc_stats(void) { cm_stats_report(2); }
+CM_EXPORT struct mallinfo2 mallinfo2(void) { return cm_stats_mallinfo2(); }

@@ -1,0 +1,247 @@
+/* tcache.c: the thread caches' slow paths: first use by a thread, refilling
+ * an empty bin, flushing a full one in batches, and returning everything when
+ * the thread exits. The fast paths (pop and push) are in alloc_inline.h.
+ *
+ * Nothing here waits for another thread: refills and flushes are lock-free
+ * heap operations, and a thread that dies or is frozen forever loses at most
+ * the blocks in its own cache. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+__thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
+
+#define FIRST_LIMIT 16   /* a new thread's bins start small and grow on use */
+#define FLUSH_GROUPS 16  /* superblocks one flush pass gathers before returning */
+
+/* ------------------------------------------------------------ statistics */
+
+/* Move a bin's counts to the global counters. Between two publications,
+ * count changes by (blocks moved in) - (moved out) + frees - allocs, so the
+ * frees are derived and the free fast path counts nothing. */
+static void publish_bin(cm_tcache_t *tc, unsigned cls) {
+    cm_bin_t *bin = &tc->bins[cls];
+    int64_t frees = (int64_t)bin->count - tc->net_in[cls] + (int64_t)bin->allocs;
+    atomic_fetch_add_explicit(&cm_counters.allocs[cls], bin->allocs, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cm_counters.frees[cls], (uint64_t)frees, memory_order_relaxed);
+    bin->allocs = 0;
+    tc->net_in[cls] = bin->count;
+}
+
+void cm_stats_publish_thread(void) {
+    cm_tcache_t *tc = &cm_tcache;
+    if (tc->state != CM_TC_ACTIVE) return;
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) publish_bin(tc, c);
+}
+
+/* ------------------------------------------------------------ thread start and exit */
+
+/* The key whose destructor flushes an exiting thread's cache, plus one (0 =
+ * not created yet). Created by a CAS race whose losers delete their key. */
+static _Atomic unsigned exit_key_plus1;
+
+static void thread_exit(void *arg);
+
+void cm_tcache_global_init(void) {
+    if (atomic_load_explicit(&exit_key_plus1, memory_order_acquire)) return;
+    pthread_key_t key;
+    if (pthread_key_create(&key, thread_exit) != 0) return; /* then caches are not flushed at exit */
+    unsigned none = 0;
+    if (!atomic_compare_exchange_strong_explicit(&exit_key_plus1, &none, (unsigned)key + 1,
+                                                 memory_order_release, memory_order_relaxed))
+        pthread_key_delete(key);
+}
+
+static void thread_start(cm_tcache_t *tc) {
+    cm_ensure_init();
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        uint32_t max = cm_class_info[c].cache_max;
+        tc->bins[c].limit = max < FIRST_LIMIT ? max : FIRST_LIMIT;
+    }
+    tc->state = CM_TC_ACTIVE;
+    /* may allocate (glibc's second-level key array): we are ACTIVE already,
+     * so that malloc is served normally and does not come back here */
+    unsigned key = atomic_load_explicit(&exit_key_plus1, memory_order_acquire);
+    if (key) pthread_setspecific((pthread_key_t)(key - 1), tc);
+}
+
+static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n);
+
+/* The remainder of a fresh superblock goes back as one chain. */
+static void return_bump(cm_tcache_t *tc, unsigned cls) {
+    char *p = tc->bump[cls], *end = tc->bump_end[cls];
+    if (p >= end) return;
+    uint32_t size = cm_class_info[cls].block_size, n = 0;
+    for (char *b = p; b < end; b += size, n++) cm_block_set_next(b, b + size < end ? b + size : NULL);
+    cm_heap_return_chain(cm_heap_desc_of(p), p, end - size, n);
+    tc->bump[cls] = tc->bump_end[cls] = NULL;
+}
+
+/* pthread key destructor. Afterwards the cache is as new (UNINIT): if a later
+ * destructor of the same thread allocates, the cache starts again and
+ * registers again, and glibc runs this destructor once more. */
+static void thread_exit(void *arg) {
+    cm_tcache_t *tc = arg;
+    if (tc->state != CM_TC_ACTIVE) return;
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        publish_bin(tc, c);
+        flush_blocks(tc, c, tc->bins[c].count);
+        return_bump(tc, c);
+        publish_bin(tc, c);
+        tc->bins[c].limit = 0;
+    }
+    tc->state = CM_TC_UNINIT;
+}
+
+void cm_tcache_flush_all(void) {
+    cm_tcache_t *tc = &cm_tcache;
+    if (tc->state != CM_TC_ACTIVE) return;
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        publish_bin(tc, c);
+        flush_blocks(tc, c, tc->bins[c].count);
+        publish_bin(tc, c);
+    }
+}
+
+/* ------------------------------------------------------------ refill */
+
+/* Carve up to a batch of blocks from the bin's fresh superblock onto its list.
+ * Carving lazily keeps untouched pages out of the resident set. */
+static void carve(cm_tcache_t *tc, unsigned cls) {
+    const cm_class_info_t *ci = &cm_class_info[cls];
+    char *p = tc->bump[cls];
+    size_t left = (size_t)(tc->bump_end[cls] - p) / ci->block_size;
+    uint32_t n = left < ci->carve_batch ? (uint32_t)left : ci->carve_batch;
+    cm_bin_t *bin = &tc->bins[cls];
+    void *head = bin->head;
+    for (uint32_t i = n; i-- > 0;) {
+        char *b = p + (size_t)i * ci->block_size;
+        cm_block_set_next(b, head);
+        head = b;
+    }
+    bin->head = head;
+    bin->count += n;
+    tc->net_in[cls] += n;
+    tc->bump[cls] = p + (size_t)n * ci->block_size;
+}
+
+/* malloc found bin `cls` empty. Returns a block (zeroed if `zero`) or NULL
+ * with errno ENOMEM. A zeroing request is served straight from a fresh
+ * superblock when there is one, whose memory the OS gave us zeroed. */
+void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
+    cm_tcache_t *tc = &cm_tcache;
+    if (cm_unlikely(tc->state != CM_TC_ACTIVE)) thread_start(tc);
+    cm_bin_t *bin = &tc->bins[cls];
+    uint32_t size = cm_class_info[cls].block_size;
+    if (!bin->head) {
+        if (tc->bump[cls] >= tc->bump_end[cls]) {
+            cm_refill_t r;
+            publish_bin(tc, cls);
+            if (!cm_heap_refill(cls, &r)) {
+                errno = ENOMEM;
+                return NULL;
+            }
+            if (r.chain) {
+                bin->head = r.chain;
+                bin->count = r.count;
+                tc->net_in[cls] += r.count;
+            } else {
+                tc->bump[cls] = r.fresh;
+                tc->bump_end[cls] = r.fresh + (size_t)cm_class_info[cls].max_count * size;
+            }
+        }
+        if (!bin->head) {
+            if (zero) {
+                char *b = tc->bump[cls];
+                tc->bump[cls] = b + size;
+                bin->allocs++;
+                return b;
+            }
+            carve(tc, cls);
+        }
+    }
+    void *b = bin->head;
+    bin->head = cm_block_take_next(b);
+    bin->count--;
+    bin->allocs++;
+    if (zero) memset(b, 0, size);
+    return b;
+}
+
+/* ------------------------------------------------------------ flush */
+
+typedef struct flush_group {
+    cm_desc_t *desc;
+    void *head, *tail;
+    uint32_t n;
+} flush_group_t;
+
+static void return_groups(flush_group_t *g, unsigned n) {
+    for (unsigned i = 0; i < n; i++) cm_heap_return_chain(g[i].desc, g[i].head, g[i].tail, g[i].n);
+}
+
+/* Return the n oldest blocks of bin `cls` (the list's tail end) to their
+ * superblocks, gathering them per superblock so that each superblock gets
+ * one CAS per batch however many blocks go back to it. */
+static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n) {
+    cm_bin_t *bin = &tc->bins[cls];
+    if (n == 0) return;
+    uint32_t keep = bin->count - n;
+    void *b = bin->head;
+    if (keep == 0) {
+        bin->head = NULL;
+    } else {
+        void *last_kept = b;
+        for (uint32_t i = 1; i < keep; i++) last_kept = cm_block_peek_next(last_kept);
+        b = cm_block_peek_next(last_kept);
+        cm_block_set_next(last_kept, NULL);
+    }
+    bin->count = keep;
+    tc->net_in[cls] -= n;
+
+    flush_group_t groups[FLUSH_GROUPS];
+    unsigned ngroups = 0, last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        void *next = i + 1 < n ? cm_block_peek_next(b) : NULL;
+        cm_desc_t *d = cm_heap_desc_of(b);
+        unsigned g = last;
+        if (ngroups == 0 || groups[g].desc != d) {
+            for (g = 0; g < ngroups && groups[g].desc != d; g++) {}
+            if (g == ngroups) {
+                if (ngroups == FLUSH_GROUPS) {
+                    return_groups(groups, ngroups);
+                    ngroups = g = 0;
+                }
+                groups[g] = (flush_group_t){d, b, b, 0};
+                ngroups++;
+            }
+        }
+        if (groups[g].n > 0) {
+            cm_block_set_next(b, groups[g].head);
+            groups[g].head = b;
+        }
+        groups[g].n++;
+        last = g;
+        b = next;
+    }
+    return_groups(groups, ngroups);
+}
+
+/* free found bin `cls` at its limit (or the thread not started): push p,
+ * flush half the bin, and let the bin grow toward its class maximum, so a
+ * thread that frees a lot flushes rarely while an idle thread holds little. */
+void cm_tcache_flush_free(void *p, unsigned cls) {
+    cm_tcache_t *tc = &cm_tcache;
+    if (cm_unlikely(tc->state != CM_TC_ACTIVE)) thread_start(tc);
+    cm_bin_t *bin = &tc->bins[cls];
+    cm_block_set_next(p, bin->head);
+    bin->head = p;
+    bin->count++;
+    if (bin->count < bin->limit) return;
+    publish_bin(tc, cls);
+    flush_blocks(tc, cls, bin->count - bin->limit / 2);
+    uint32_t max = cm_class_info[cls].cache_max;
+    bin->limit = bin->limit * 2 < max ? bin->limit * 2 : max;
+}

@@ -1,0 +1,1 @@
+# tests for core (filled in by its owner)

@@ -1,0 +1,1 @@
+# tests for reliability (filled in by its owner)

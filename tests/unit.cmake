@@ -1,0 +1,1 @@
+# tests for unit (filled in by its owner)
