@@ -73,6 +73,17 @@ void cm_free_suspect(void *p, unsigned cls) {
     }
 }
 
+/* The rest of free for a bin at its limit or a block that looks free. */
+void cm_free_checked_slow(void *p, unsigned cls) {
+    if (cm_block_looks_free(p)) cm_free_suspect(p, cls);
+    cm_bin_t *bin = &cm_tcache.bins[cls];
+    if (bin->count < bin->limit) {
+        cm_bin_push(bin, p);
+        return;
+    }
+    cm_tcache_flush_free(p, cls);
+}
+
 /* ------------------------------------------------------------ API */
 
 void *cm_impl_calloc(size_t count, size_t size) {

@@ -13,6 +13,13 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
+CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p, unsigned cls);
+
+CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
+    cm_block_set_next(p, bin->head);
+    bin->head = p;
+    bin->count++;
+}
 
 /* Pop a block of class cls from this thread's cache, refilling if empty. */
 CM_INLINE void *cm_alloc_class(unsigned cls) {
@@ -40,7 +47,7 @@ CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const c
     unsigned cls = cm_entry_class(entry);
     if (cls - 1 >= CM_NUM_CLASSES) return 0;
     const cm_class_info_t *ci = &cm_class_info[cls];
-    uint64_t off = (uintptr_t)p & (((uintptr_t)1 << ci->span_shift) - 1);
+    uint64_t off = (uintptr_t)p & ci->span_mask;
     uint64_t idx = (off * ci->recip) >> CM_RECIP_SHIFT;
     if (cm_unlikely(idx * ci->block_size != off || idx >= ci->max_count)) cm_fatal(func, "invalid pointer", p);
     return cls;
@@ -50,15 +57,14 @@ CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "free");
     if (cm_likely(cls != 0)) {
-        if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cls);
         cm_bin_t *bin = &cm_tcache.bins[cls];
-        if (cm_likely(bin->count < bin->limit)) {
-            cm_block_set_next(p, bin->head);
-            bin->head = p;
-            bin->count++;
+        /* both rare cases leave by a tail call, so the fast path keeps no
+         * registers to save and restore */
+        if (cm_likely(bin->count < bin->limit && !cm_block_looks_free(p))) {
+            cm_bin_push(bin, p);
             return;
         }
-        cm_tcache_flush_free(p, cls);
+        cm_free_checked_slow(p, cls);
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */

@@ -69,13 +69,16 @@
 #define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* 128 MiB of descriptors reserved */
 
 typedef struct cm_class_info {
+    uint64_t recip;        /* (offset * recip) >> CM_RECIP_SHIFT == offset / block_size */
+    uint64_t span_mask;    /* superblock size - 1: offset of a block = address & span_mask */
     uint32_t block_size;   /* bytes per block, a multiple of 16 */
     uint32_t max_count;    /* blocks per superblock */
-    uint32_t span_shift;   /* log2 of the superblock size */
-    uint32_t cache_max;    /* most blocks a thread cache may hold */
-    uint64_t recip;        /* (offset * recip) >> CM_RECIP_SHIFT == offset / block_size */
-    uint32_t carve_batch;  /* blocks carved at once from a fresh superblock */
+    uint16_t cache_max;    /* most blocks a thread cache may hold */
+    uint8_t span_shift;    /* log2 of the superblock size */
+    uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
 } cm_class_info_t;
+
+_Static_assert(sizeof(cm_class_info_t) == 32, "class info stays 32 bytes (one shift to index)");
 
 #include "size_class_table.h"
 
@@ -134,15 +137,21 @@ CM_HIDDEN uint32_t cm_desc_count(void);
 /* ---------------------------------------------------------------- page map */
 #define CM_PAGEMAP_LEAF_BITS (32 - CM_UNIT_SHIFT)
 #define CM_PAGEMAP_ROOT_LEN ((size_t)1 << (CM_ADDRESS_BITS - 32))
-CM_HIDDEN extern _Atomic(_Atomic uint32_t *) cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
+/* Root slot i holds the byte offset of its leaf from cm_pagemap_empty_leaf,
+ * an all-zero leaf in .bss; 0 (the .bss initial value) names that empty leaf,
+ * so a lookup needs no null test. */
+CM_HIDDEN extern _Atomic uintptr_t cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
+CM_HIDDEN extern _Atomic uint32_t cm_pagemap_empty_leaf[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
 
 /* The entry for address a, 0 if a is in no unit of ours. Two dependent loads:
  * the root (2^15 slots, one per 4 GiB, hot) and the leaf. The acquire on the
  * root pairs with the release CAS that installed the leaf. */
 CM_INLINE uint32_t cm_pagemap_get(uintptr_t a) {
-    if (cm_unlikely(a >> CM_ADDRESS_BITS)) return 0;
-    _Atomic uint32_t *leaf = atomic_load_explicit(&cm_pagemap_root[a >> 32], memory_order_acquire);
-    if (cm_unlikely(leaf == NULL)) return 0;
+    uintptr_t slot = a >> 32;
+    if (cm_unlikely(slot >= CM_PAGEMAP_ROOT_LEN)) return 0;
+    _Atomic uint32_t *leaf =
+        (_Atomic uint32_t *)((char *)cm_pagemap_empty_leaf +
+                             atomic_load_explicit(&cm_pagemap_root[slot], memory_order_acquire));
     /* relaxed: an entry is published before its blocks exist; whoever frees a
      * block got it through synchronisation that orders the entry's store. */
     return atomic_load_explicit(&leaf[(a >> CM_UNIT_SHIFT) & ((1u << CM_PAGEMAP_LEAF_BITS) - 1)],

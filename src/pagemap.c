@@ -6,25 +6,32 @@
  * eats the budget) under `ulimit -v` / RLIMIT_AS. Here the root is 2^15
  * pointers in .bss (one per 4 GiB, zero pages until touched) and a leaf of
  * 2^16 entries (256 KiB, lazily committed) is mapped the first time we own
- * something in its 4 GiB. */
+ * something in its 4 GiB. Slots hold offsets from a shared all-zero leaf,
+ * so the lookup has no null test. */
 #include "internal.h"
 
-_Atomic(_Atomic uint32_t *) cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
-
 #define LEAF_LEN ((size_t)1 << CM_PAGEMAP_LEAF_BITS)
+
+_Atomic uintptr_t cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
+_Atomic uint32_t cm_pagemap_empty_leaf[LEAF_LEN];
+
+static _Atomic uint32_t *leaf_at(uintptr_t offset) {
+    return (_Atomic uint32_t *)((char *)cm_pagemap_empty_leaf + offset);
+}
 
 /* Install the leaf for root slot i if missing: a CAS race whose losers unmap
  * their leaf. The release pairs with the acquire in cm_pagemap_get. */
 static _Atomic uint32_t *leaf_for(size_t i) {
-    _Atomic uint32_t *leaf = atomic_load_explicit(&cm_pagemap_root[i], memory_order_acquire);
-    if (leaf) return leaf;
+    uintptr_t offset = atomic_load_explicit(&cm_pagemap_root[i], memory_order_acquire);
+    if (offset) return leaf_at(offset);
     _Atomic uint32_t *mine = cm_os_map(LEAF_LEN * sizeof(uint32_t));
     if (!mine) return NULL;
-    if (atomic_compare_exchange_strong_explicit(&cm_pagemap_root[i], &leaf, mine, memory_order_acq_rel,
-                                                memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(&cm_pagemap_root[i], &offset,
+                                                (uintptr_t)mine - (uintptr_t)cm_pagemap_empty_leaf,
+                                                memory_order_acq_rel, memory_order_acquire))
         return mine;
     cm_os_unmap(mine, LEAF_LEN * sizeof(uint32_t));
-    return leaf;
+    return leaf_at(offset);
 }
 
 /* Set the entry of every unit in [start, start + size). start and size need

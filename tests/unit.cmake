@@ -1,1 +1,4 @@
-# tests for unit (filled in by its owner)
+# Unit tests of the internals, linked with the core objects.
+cm_unit_test(unit_size_class unit_size_class.c)
+cm_unit_test(unit_pagemap unit_pagemap.c)
+cm_unit_test(unit_heap unit_heap.c)

@@ -62,13 +62,13 @@ int main(int argc, char **argv) {
     fprintf(f, "#define CM_NUM_CLASSES %d\n#define CM_SMALL_MAX %uu\n", nclasses, SMALL_MAX);
     fprintf(f, "#define CM_LOOKUP1_MAX %uu\n#define CM_RECIP_SHIFT %d\n\n", LOOKUP1_MAX, RECIP_SHIFT);
     fprintf(f, "static const cm_class_info_t cm_class_info[CM_NUM_CLASSES + 1] = {\n");
-    fprintf(f, "    {0, 0, 0, 0, 0, 0},\n");
+    fprintf(f, "    {0, 0, 0, 0, 0, 0, 0},\n");
     for (int c = 1; c <= nclasses; c++) {
         uint32_t span = 1u << span_shift[c], count = span / block_size[c];
         uint32_t cache_max = clamp(CACHE_BYTES / block_size[c], 8, 1024);
-        fprintf(f, "    {%uu, %uu, %uu, %uu, %lluull, %uu}, /* class %d */\n", block_size[c],
-                count, span_shift[c], cache_max,
-                (unsigned long long)reciprocal(block_size[c], span), clamp(cache_max / 4, 4, 64), c);
+        fprintf(f, "    {%lluull, 0x%xull, %uu, %uu, %uu, %uu, %uu}, /* class %d */\n",
+                (unsigned long long)reciprocal(block_size[c], span), span - 1, block_size[c], count, cache_max,
+                span_shift[c], clamp(cache_max / 4, 4, 64), c);
     }
     fprintf(f, "};\n\n/* class for sizes 0..%u, indexed by (size + 15) >> 4 */\n", LOOKUP1_MAX);
     fprintf(f, "static const uint8_t cm_class_by_16[%u] = {", LOOKUP1_MAX / 16 + 1);

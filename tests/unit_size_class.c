@@ -1,0 +1,62 @@
+/* unit_size_class: the generated size-class table. Every size maps to the
+ * smallest class that fits; classes follow the 16-byte / four-per-doubling
+ * rule; superblock geometry and the division reciprocals are exact; and the
+ * tables live in read-only memory (built at compile time, not at run time). */
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+#include "unit_check.h"
+
+/* True if addr lies in a mapping of this process without write permission. */
+static int in_readonly_mapping(const void *addr) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int found = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && (uintptr_t)addr >= lo && (uintptr_t)addr < hi)
+            found = perms[1] == '-' ? 1 : -1;
+    }
+    if (f) fclose(f);
+    return found == 1;
+}
+
+int main(void) {
+    CHECK(CM_NUM_CLASSES >= 36 && CM_NUM_CLASSES < 63, "class count %d", CM_NUM_CLASSES);
+    CHECK(cm_class_info[CM_NUM_CLASSES].block_size == CM_SMALL_MAX, "largest class %u",
+          cm_class_info[CM_NUM_CLASSES].block_size);
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        const cm_class_info_t *ci = &cm_class_info[c];
+        uint32_t bs = ci->block_size;
+        CHECK(bs % 16 == 0, "class %u size %u not a multiple of 16", c, bs);
+        if (c > 1) CHECK(bs > cm_class_info[c - 1].block_size, "class %u not increasing", c);
+        if (bs <= 128) CHECK(bs == 16 * c, "class %u: 16-byte steps up to 128, got %u", c, bs);
+        else {
+            uint32_t p = 1u << (31 - __builtin_clz(bs - 1)); /* the power of two below */
+            CHECK((bs - p) % (p / 4) == 0, "class %u size %u not 2^x + k*2^(x-2)", c, bs);
+        }
+        uint32_t span = 1u << ci->span_shift;
+        CHECK(ci->span_shift >= CM_SPAN_MIN_SHIFT && ci->span_shift < CM_SPAN_MIN_SHIFT + CM_SPAN_ORDERS,
+              "class %u span shift %u", c, ci->span_shift);
+        CHECK(ci->max_count == span / bs && ci->max_count >= 8, "class %u count %u", c, ci->max_count);
+        CHECK((span - ci->max_count * bs) * 8 <= span, "class %u wastes more than 1/8", c);
+        CHECK(ci->cache_max >= 8 && ci->carve_batch >= 1, "class %u cache bounds", c);
+        for (uint64_t off = 0; off < span; off += 1 + off % 997)
+            CHECK(((off * ci->recip) >> CM_RECIP_SHIFT) == off / bs, "class %u reciprocal at %llu", c,
+                  (unsigned long long)off);
+    }
+    for (size_t size = 0; size <= CM_SMALL_MAX; size++) {
+        unsigned c = cm_size_to_class(size);
+        CHECK(c >= 1 && c <= CM_NUM_CLASSES, "size %zu -> class %u", size, c);
+        CHECK(cm_class_info[c].block_size >= size, "size %zu -> too small class %u", size, c);
+        CHECK(c == 1 || cm_class_info[c - 1].block_size < size, "size %zu -> not the smallest class", size);
+    }
+    CHECK(in_readonly_mapping(cm_class_info), "class table not in read-only memory");
+    CHECK(in_readonly_mapping(cm_class_by_16) && in_readonly_mapping(cm_class_by_128),
+          "lookup tables not in read-only memory");
+    printf("size classes: %d classes, all sizes 0..%u map to the smallest fitting class\n", CM_NUM_CLASSES,
+           CM_SMALL_MAX);
+    return 0;
+}
