@@ -1,7 +1,7 @@
 /* descriptor.c: the descriptor pool and the lock-free descriptor stacks.
  *
- * All descriptors live in one region reserved at init (CM_MAX_DESCRIPTORS *
- * 64 bytes, committed page by page as it is touched) and are never returned
+ * All descriptors live in one region reserved at init (up to
+ * CM_MAX_DESCRIPTORS * 64 bytes, committed page by page as it is touched) and are never returned
  * to the OS. That makes them type-stable: a thread holding a stale reference
  * may read one at any time and see a descriptor, never unmapped memory. A
  * descriptor is named by its index in the region, a 32-bit "ref" (the narrow
@@ -20,7 +20,7 @@ cm_desc_t *cm_desc_alloc(void) {
     /* relaxed: the index is only a ticket; the descriptor's contents are
      * published by whatever lock-free list or page-map entry later names it. */
     uint32_t ref = atomic_fetch_add_explicit(&desc_next_free, 1, memory_order_relaxed);
-    if (ref >= CM_MAX_DESCRIPTORS) {
+    if (ref >= cm_desc_capacity()) {
         atomic_fetch_sub_explicit(&desc_next_free, 1, memory_order_relaxed);
         return NULL;
     }
@@ -29,6 +29,8 @@ cm_desc_t *cm_desc_alloc(void) {
 }
 
 void cm_desc_release(cm_desc_t *d) { cm_desc_stack_push(&released, d); }
+
+uint32_t cm_desc_capacity(void) { return (uint32_t)cm_desc_region[0].map_size; }
 
 uint32_t cm_desc_count(void) { return atomic_load_explicit(&desc_next_free, memory_order_relaxed); }
 

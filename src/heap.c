@@ -226,7 +226,7 @@ void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
 bool cm_heap_trim(void) {
     bool returned = false;
     uint32_t n = cm_desc_count();
-    for (uint32_t ref = 1; ref < n && ref < CM_MAX_DESCRIPTORS; ref++) {
+    for (uint32_t ref = 1; ref < n && ref < cm_desc_capacity(); ref++) {
         cm_desc_t *d = cm_desc_from_ref(ref);
         cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
         unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);

@@ -20,16 +20,25 @@ static void init_secret(uintptr_t *slot) {
     __atomic_compare_exchange_n(slot, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+/* Reserve the descriptor region, smaller if the address-space limit says
+ * no. Descriptor 0 is never handed out; its map_size records the capacity,
+ * so the region and its size are published by the one CAS. */
 static bool init_descriptor_region(void) {
     if (__atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)) return true;
-    cm_desc_t *mine = cm_os_map((size_t)CM_MAX_DESCRIPTORS * sizeof(cm_desc_t));
-    if (!mine) return false;
-    /* reserved, not committed: descriptors are counted as they are handed out */
-    cm_uncount(&cm_counters.committed, (size_t)CM_MAX_DESCRIPTORS * sizeof(cm_desc_t));
-    cm_desc_t *none = NULL;
-    if (!__atomic_compare_exchange_n(&cm_desc_region, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        cm_os_unmap(mine, (size_t)CM_MAX_DESCRIPTORS * sizeof(cm_desc_t));
-    return true;
+    for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2) {
+        size_t bytes = (size_t)capacity * sizeof(cm_desc_t);
+        cm_desc_t *mine = cm_os_map(bytes);
+        if (!mine) continue;
+        cm_uncount(&cm_counters.committed, bytes); /* reserved; counted as descriptors are handed out */
+        mine[0].map_size = capacity;
+        cm_desc_t *none = NULL;
+        if (!__atomic_compare_exchange_n(&cm_desc_region, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            cm_count(&cm_counters.committed, bytes);
+            cm_os_unmap(mine, bytes);
+        }
+        return true;
+    }
+    return false;
 }
 
 void cm_init_slow(void) {

@@ -66,7 +66,8 @@
 #define CM_ENTRY_CLASS_BITS 6
 #define CM_ENTRY_CLASS_MASK ((1u << CM_ENTRY_CLASS_BITS) - 1)
 #define CM_CLASS_LARGE 63u
-#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* 128 MiB of descriptors reserved */
+#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 128 MiB of descriptors if we can, */
+#define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
 
 typedef struct cm_class_info {
     uint64_t recip;        /* (offset * recip) >> CM_RECIP_SHIFT == offset / block_size */
@@ -132,7 +133,8 @@ CM_HIDDEN cm_desc_t *cm_desc_alloc(void);          /* NULL when the region is ex
 CM_HIDDEN void cm_desc_release(cm_desc_t *d);       /* for descriptors not bound to a span */
 CM_HIDDEN void cm_desc_stack_push(cm_desc_stack_t *s, cm_desc_t *d);
 CM_HIDDEN cm_desc_t *cm_desc_stack_pop(cm_desc_stack_t *s);
-CM_HIDDEN uint32_t cm_desc_count(void);
+CM_HIDDEN uint32_t cm_desc_count(void);     /* refs handed out so far (+1) */
+CM_HIDDEN uint32_t cm_desc_capacity(void);  /* refs the region holds */
 
 /* ---------------------------------------------------------------- page map */
 #define CM_PAGEMAP_LEAF_BITS (32 - CM_UNIT_SHIFT)

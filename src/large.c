@@ -139,8 +139,8 @@ static cm_desc_t *map_new(size_t size, size_t align) {
     return d;
 }
 
-static void *grow(cm_desc_t *d, size_t size) {
-    char *moved = cm_os_remap(d->base, d->map_size, size, CM_UNIT_SIZE);
+static void *grow(cm_desc_t *d, size_t size, size_t align) {
+    char *moved = cm_os_remap(d->base, d->map_size, size, align);
     if (!moved) return NULL;
     if (moved != d->base) cm_pagemap_set((uintptr_t)d->base, d->map_size, 0);
     d->base = moved;
@@ -156,7 +156,7 @@ void *cm_large_alloc(size_t size, size_t align, bool zero) {
     if (d) {
         size_t reused = d->map_size < size ? d->map_size : size;
         if (d->map_size >= need + TRIM_SLACK) shrink(d, need);
-        if (d->map_size < need && !grow(d, need)) {
+        if (d->map_size < need && !grow(d, need, align)) {
             release(d);
             d = NULL;
         } else if (zero) {
@@ -186,7 +186,7 @@ void *cm_large_realloc(cm_desc_t *d, size_t size) {
     if (need < old) {
         shrink(d, need);
     } else if (need > old) {
-        if (!grow(d, need)) return NULL;
+        if (!grow(d, need, CM_UNIT_SIZE)) return NULL;
         mark(d, CM_CLASS_LARGE);
     }
     if (need > old) cm_count(&cm_counters.large_live, need - old);
