@@ -223,9 +223,11 @@ CM_HIDDEN extern bool cm_harden;          /* CAGEMALLOC_HARDEN; fixed at init */
 CM_HIDDEN extern uintptr_t cm_link_key;   /* per-process random secrets */
 CM_HIDDEN extern uintptr_t cm_check_key;
 
+/* Two xors each way, because this runs on every malloc and free: the link is
+ * the next pointer xor a secret; the check word is the link xor the block's
+ * own address xor a second secret, so a forged or copied pair is caught. */
 CM_INLINE uintptr_t cm_link_check(const void *block, uintptr_t link) {
-    uintptr_t x = (link + cm_check_key) ^ (uintptr_t)block;
-    return (x << 23 | x >> 41) ^ cm_link_key;
+    return link ^ (uintptr_t)block ^ cm_check_key;
 }
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     cm_free_block_t *b = (cm_free_block_t *)block;
@@ -233,7 +235,7 @@ CM_INLINE void cm_block_set_next(void *block, void *next) {
         b->link = (uintptr_t)next;
         return;
     }
-    uintptr_t link = (uintptr_t)next ^ cm_link_key ^ ((uintptr_t)block >> 12);
+    uintptr_t link = (uintptr_t)next ^ cm_link_key;
     b->link = link;
     b->check = cm_link_check(block, link);
 }
@@ -245,19 +247,19 @@ CM_INLINE void *cm_block_take_next(void *block) {
     if (!cm_harden) return (void *)link;
     if (cm_unlikely(b->check != cm_link_check(block, link))) cm_fatal("malloc", "corrupted free list", block);
     b->check = 0;
-    return (void *)(link ^ cm_link_key ^ ((uintptr_t)block >> 12));
+    return (void *)(link ^ cm_link_key);
 }
 /* The block after `block` without taking it (flush walks). */
 CM_INLINE void *cm_block_peek_next(const void *block) {
     const cm_free_block_t *b = (const cm_free_block_t *)block;
     if (!cm_harden) return (void *)b->link;
     if (cm_unlikely(b->check != cm_link_check(block, b->link))) cm_fatal("free", "corrupted free list", block);
-    return (void *)(b->link ^ cm_link_key ^ ((uintptr_t)block >> 12));
+    return (void *)(b->link ^ cm_link_key);
 }
 /* The decoded link of a block believed free, unchecked (racy walks). */
 CM_INLINE void *cm_block_link_unchecked(const void *block) {
     const cm_free_block_t *b = (const cm_free_block_t *)block;
-    return (void *)(cm_harden ? b->link ^ cm_link_key ^ ((uintptr_t)block >> 12) : b->link);
+    return (void *)(cm_harden ? b->link ^ cm_link_key : b->link);
 }
 /* True if block carries a valid check word, i.e. looks already free. */
 CM_INLINE bool cm_block_looks_free(const void *block) {

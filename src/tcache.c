@@ -178,55 +178,62 @@ typedef struct flush_group {
     uint32_t n;
 } flush_group_t;
 
-static void return_groups(flush_group_t *g, unsigned n) {
-    for (unsigned i = 0; i < n; i++) cm_heap_return_chain(g[i].desc, g[i].head, g[i].tail, g[i].n);
+typedef struct flush_groups {
+    flush_group_t g[FLUSH_GROUPS];
+    unsigned n;
+} flush_groups_t;
+
+static void return_groups(flush_groups_t *gs) {
+    for (unsigned i = 0; i < gs->n; i++)
+        cm_heap_return_chain(gs->g[i].desc, gs->g[i].head, gs->g[i].tail, gs->g[i].n);
+    gs->n = 0;
 }
 
-/* Return the n oldest blocks of bin `cls` (the list's tail end) to their
- * superblocks, gathering them per superblock so that each superblock gets
- * one CAS per batch however many blocks go back to it. */
+/* Add a run of n linked blocks of one superblock to its group: runs of the
+ * same superblock are spliced (one link rewritten per run, not per block). */
+static void add_run(flush_groups_t *gs, void *head, void *tail, uint32_t n) {
+    cm_desc_t *d = cm_heap_desc_of(head);
+    for (unsigned i = 0; i < gs->n; i++) {
+        flush_group_t *g = &gs->g[i];
+        if (g->desc == d) {
+            cm_block_set_next(tail, g->head);
+            g->head = head;
+            g->n += n;
+            return;
+        }
+    }
+    if (gs->n == FLUSH_GROUPS) return_groups(gs);
+    gs->g[gs->n++] = (flush_group_t){d, head, tail, n};
+}
+
+/* Return the n most recently freed blocks of bin `cls` (the head of its list)
+ * to their superblocks: one CAS per superblock however many blocks go back
+ * to it. The list is cut into runs of consecutive blocks of one superblock
+ * (same class, so same span size: one mask compares two addresses), which
+ * stay linked as they are. */
 static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n) {
     cm_bin_t *bin = &tc->bins[cls];
     if (n == 0) return;
-    uint32_t keep = bin->count - n;
-    void *b = bin->head;
-    if (keep == 0) {
-        bin->head = NULL;
-    } else {
-        void *last_kept = b;
-        for (uint32_t i = 1; i < keep; i++) last_kept = cm_block_peek_next(last_kept);
-        b = cm_block_peek_next(last_kept);
-        cm_block_set_next(last_kept, NULL);
+    uintptr_t other_span = ~(uintptr_t)cm_class_info[cls].span_mask;
+    flush_groups_t gs = {.n = 0};
+    void *run_head = bin->head, *run_tail = run_head;
+    uint32_t run_n = 1;
+    for (uint32_t i = 1; i < n; i++) {
+        void *next = cm_block_peek_next(run_tail);
+        if ((((uintptr_t)next ^ (uintptr_t)run_tail) & other_span) == 0) {
+            run_tail = next;
+            run_n++;
+            continue;
+        }
+        add_run(&gs, run_head, run_tail, run_n);
+        run_head = run_tail = next;
+        run_n = 1;
     }
-    bin->count = keep;
+    bin->head = n < bin->count ? cm_block_peek_next(run_tail) : NULL;
+    bin->count -= n;
     tc->net_in[cls] -= n;
-
-    flush_group_t groups[FLUSH_GROUPS];
-    unsigned ngroups = 0, last = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        void *next = i + 1 < n ? cm_block_peek_next(b) : NULL;
-        cm_desc_t *d = cm_heap_desc_of(b);
-        unsigned g = last;
-        if (ngroups == 0 || groups[g].desc != d) {
-            for (g = 0; g < ngroups && groups[g].desc != d; g++) {}
-            if (g == ngroups) {
-                if (ngroups == FLUSH_GROUPS) {
-                    return_groups(groups, ngroups);
-                    ngroups = g = 0;
-                }
-                groups[g] = (flush_group_t){d, b, b, 0};
-                ngroups++;
-            }
-        }
-        if (groups[g].n > 0) {
-            cm_block_set_next(b, groups[g].head);
-            groups[g].head = b;
-        }
-        groups[g].n++;
-        last = g;
-        b = next;
-    }
-    return_groups(groups, ngroups);
+    add_run(&gs, run_head, run_tail, run_n);
+    return_groups(&gs);
 }
 
 /* free found bin `cls` at its limit (or the thread not started): push p,
