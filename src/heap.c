@@ -16,6 +16,7 @@ static cm_desc_stack_t partial[CM_NUM_CLASSES + 1];
 static cm_desc_stack_t spare_spans[CM_SPAN_ORDERS];
 static _Atomic uintptr_t carve_cursor[CM_SPAN_ORDERS]; /* chunk base | spans used */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
+static _Atomic uint64_t last_decay_ns;                  /* when cm_heap_decay last scanned */
 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
 static unsigned span_order(unsigned shift) { return shift - CM_SPAN_MIN_SHIFT; }
@@ -128,7 +129,10 @@ static void retire(cm_desc_t *d, bool on_partial_stack) {
 }
 
 /* Reserve room for one more fully free superblock kept committed; false when
- * the budget (CAGEMALLOC_EMPTY_KEEP) is spent and it should be retired. */
+ * the budget (CAGEMALLOC_EMPTY_KEEP) is spent and it should be retired.
+ * Kept superblocks go back to the OS once idle for CAGEMALLOC_DECAY_MS
+ * (cm_heap_decay): a program whose heap empties and refills, round after
+ * round, reuses them instead of faulting every page in again. */
 static bool keep_empty(size_t bytes) {
     size_t now = atomic_fetch_add_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
     if (now + bytes <= cm_options.empty_keep) return true;
@@ -173,6 +177,7 @@ static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
 
 bool cm_heap_refill(unsigned cls, cm_refill_t *out) {
     out->chain = NULL, out->count = 0, out->fresh = NULL;
+    cm_heap_decay();
     cm_desc_t *d;
     while ((d = cm_desc_stack_pop(&partial[cls])) != NULL)
         if (take_partial(d, cls, out)) return true;
@@ -195,7 +200,9 @@ void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         if (cm_unlikely((state != CM_FULL && state != CM_PARTIAL) || count > d->max_count))
             cm_fatal("free", "double free", head);
         cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
-        if (count == d->max_count && !kept && !(kept = keep_empty(span_size(d)))) {
+        if (count == d->max_count && !kept && (kept = keep_empty(span_size(d))))
+            atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
+        if (count == d->max_count && !kept) {
             new = cm_anchor_make(CM_RETIRING, 0, 0);
         } else {
             new = cm_anchor_make(CM_PARTIAL, head_idx, count);
@@ -221,9 +228,11 @@ void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
 
 /* ------------------------------------------------------------ trim, lookup */
 
-/* Retire every fully free superblock kept committed. Walks all descriptors:
- * reading any of them is safe (type-stable), and the anchor CAS decides. */
-bool cm_heap_trim(void) {
+/* Retire the fully free superblocks kept committed that have been idle for
+ * min_age_ns. Walks all descriptors: reading any of them is safe
+ * (type-stable), and the anchor CAS decides. */
+bool cm_heap_trim(uint64_t min_age_ns) {
+    uint64_t now = min_age_ns ? cm_os_now_ns() : 0;
     bool returned = false;
     uint32_t n = cm_desc_count();
     for (uint32_t ref = 1; ref < n && ref < cm_desc_capacity(); ref++) {
@@ -231,7 +240,8 @@ bool cm_heap_trim(void) {
         cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
         unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
         if (cls == 0 || cls > CM_NUM_CLASSES || cm_anchor_state(a) != CM_PARTIAL ||
-            cm_anchor_count(a) != cm_class_info[cls].max_count)
+            cm_anchor_count(a) != cm_class_info[cls].max_count ||
+            (min_age_ns && now - atomic_load_explicit(&d->idle_since, memory_order_relaxed) < min_age_ns))
             continue;
         if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_make(CM_RETIRING, 0, 0),
                                                      memory_order_acquire, memory_order_relaxed))
@@ -241,6 +251,18 @@ bool cm_heap_trim(void) {
         returned = true;
     }
     return returned;
+}
+
+/* Called from refill slow paths: at most a few times per decay period (a
+ * timestamp CAS elects the one thread that scans), retire what idled. */
+void cm_heap_decay(void) {
+    uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
+    if (now - last < cm_options.decay_ns / 4 ||
+        atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
+        !atomic_compare_exchange_strong_explicit(&last_decay_ns, &last, now, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    cm_heap_trim(cm_options.decay_ns);
 }
 
 cm_desc_t *cm_heap_desc_of(const void *p) {

@@ -113,7 +113,7 @@ typedef struct cm_desc {
     uint32_t block_size;         /* small: bytes per block */
     uint32_t max_count;          /* small: blocks per superblock */
     size_t map_size;             /* large: bytes mapped; the block is base itself */
-    uint64_t cached_at;          /* large: when it entered the reuse cache (ns) */
+    _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
     uint64_t reserved2;
 } __attribute__((aligned(CM_CACHE_LINE))) cm_desc_t;
 
@@ -180,9 +180,9 @@ CM_HIDDEN uint64_t cm_os_now_ns(void);
 typedef struct cm_options {
     bool show_stats;          /* CAGEMALLOC_SHOW_STATS */
     bool harden;              /* CAGEMALLOC_HARDEN (default on) */
-    size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: bytes of empty superblocks kept committed */
+    size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: most bytes of empty superblocks kept committed */
     size_t large_cache;       /* CAGEMALLOC_LARGE_CACHE: bytes of freed large mappings kept */
-    uint64_t large_decay_ns;  /* CAGEMALLOC_LARGE_DECAY_MS: age after which they are unmapped */
+    uint64_t decay_ns;        /* CAGEMALLOC_DECAY_MS: kept memory idle this long goes back to the OS */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
 
@@ -205,7 +205,9 @@ typedef struct cm_refill {
 } cm_refill_t;
 CM_HIDDEN bool cm_heap_refill(unsigned cls, cm_refill_t *out);
 CM_HIDDEN void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
-CM_HIDDEN bool cm_heap_trim(void);
+/* Retire fully free superblocks idle for at least min_age_ns (0: all). */
+CM_HIDDEN bool cm_heap_trim(uint64_t min_age_ns);
+CM_HIDDEN void cm_heap_decay(void);
 CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small block of ours */
 
 /* ---------------------------------------------------------------- free-list links */

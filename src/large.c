@@ -5,7 +5,7 @@
  * Freed mappings are kept in a small cache and reused: mapping and faulting in
  * every large block anew made mimalloc and jemalloc 7x slower than glibc on a
  * 5-25 MiB workload on this kind of VM. The cache is bounded in bytes
- * (CAGEMALLOC_LARGE_CACHE), and mappings older than CAGEMALLOC_LARGE_DECAY_MS
+ * (CAGEMALLOC_LARGE_CACHE), and mappings idle longer than CAGEMALLOC_DECAY_MS
  * are unmapped by whichever large operation notices, or by malloc_trim. */
 #include <string.h>
 
@@ -44,7 +44,7 @@ static bool cache_put(cm_desc_t *d) {
         return false;
     }
     mark(d, 0); /* a free of the stale pointer is now reported as a double free */
-    d->cached_at = cm_os_now_ns();
+    atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
     uint64_t w = slot_make(d);
     for (unsigned i = 0; i < CACHE_SLOTS; i++) {
         uint64_t empty = 0;
@@ -94,7 +94,7 @@ static cm_desc_t *cache_take(size_t need, size_t align) {
 static void purge_old(bool everything) {
     uint64_t now = cm_os_now_ns();
     uint64_t last = atomic_load_explicit(&last_purge_ns, memory_order_relaxed);
-    if (!everything && (now - last < cm_options.large_decay_ns / 4 ||
+    if (!everything && (now - last < cm_options.decay_ns / 4 ||
                         !atomic_compare_exchange_strong_explicit(&last_purge_ns, &last, now,
                                                                  memory_order_relaxed, memory_order_relaxed)))
         return;
@@ -103,7 +103,8 @@ static void purge_old(bool everything) {
         if (w == 0) continue;
         cm_desc_t *d = cache_take_slot(i, w);
         if (!d) continue;
-        if (everything || now - d->cached_at >= cm_options.large_decay_ns || !cache_put(d)) release(d);
+        uint64_t idle = now - atomic_load_explicit(&d->idle_since, memory_order_relaxed);
+        if (everything || idle >= cm_options.decay_ns || !cache_put(d)) release(d);
     }
 }
 

@@ -4,8 +4,8 @@
 #include "internal.h"
 
 #define DEFAULT_OPTIONS                                                                            \
-    {.show_stats = false, .harden = true, .empty_keep = 4u << 20, .large_cache = 64u << 20,              \
-     .large_decay_ns = 2000ull * 1000000ull}
+    {.show_stats = false, .harden = true, .empty_keep = 64u << 20, .large_cache = 64u << 20,             \
+     .decay_ns = 1000ull * 1000000ull}
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
 
@@ -38,10 +38,10 @@ void cm_options_load(void) {
     o.harden = env_flag("CAGEMALLOC_HARDEN", true);
     o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep);
     o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache);
-    o.large_decay_ns = (uint64_t)env_size("CAGEMALLOC_LARGE_DECAY_MS", o.large_decay_ns / 1000000) * 1000000ull;
+    o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000) * 1000000ull;
     __atomic_store_n(&cm_options.show_stats, o.show_stats, __ATOMIC_RELAXED);
     __atomic_store_n(&cm_options.harden, o.harden, __ATOMIC_RELAXED);
     __atomic_store_n(&cm_options.empty_keep, o.empty_keep, __ATOMIC_RELAXED);
     __atomic_store_n(&cm_options.large_cache, o.large_cache, __ATOMIC_RELAXED);
-    __atomic_store_n(&cm_options.large_decay_ns, o.large_decay_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&cm_options.decay_ns, o.decay_ns, __ATOMIC_RELAXED);
 }
