@@ -177,7 +177,6 @@ static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
 
 bool cm_heap_refill(unsigned cls, cm_refill_t *out) {
     out->chain = NULL, out->count = 0, out->fresh = NULL;
-    cm_heap_decay();
     cm_desc_t *d;
     while ((d = cm_desc_stack_pop(&partial[cls])) != NULL)
         if (take_partial(d, cls, out)) return true;
@@ -253,8 +252,9 @@ bool cm_heap_trim(uint64_t min_age_ns) {
     return returned;
 }
 
-/* Called from refill slow paths: at most a few times per decay period (a
- * timestamp CAS elects the one thread that scans), retire what idled. */
+/* Called from every 64th refill of a thread (reading the clock costs as much
+ * as a refill): at most a few times per decay period (a timestamp CAS elects
+ * the one thread that scans), retire what idled. */
 void cm_heap_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
     if (now - last < cm_options.decay_ns / 4 ||

@@ -289,9 +289,10 @@ typedef struct cm_tcache {
     char *bump[CM_NUM_CLASSES + 1];      /* uncarved rest of a fresh superblock */
     char *bump_end[CM_NUM_CLASSES + 1];
     int64_t net_in[CM_NUM_CLASSES + 1];  /* blocks moved in by refills minus out by flushes */
-    int state;                           /* CM_TC_UNINIT, CM_TC_ACTIVE, CM_TC_EXITED */
+    uint32_t refills;                    /* heap refills so far (paces cm_heap_decay) */
+    int state;                           /* CM_TC_UNINIT (new, or after thread exit) or CM_TC_ACTIVE */
 } cm_tcache_t;
-enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1, CM_TC_EXITED = 2 };
+enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1 };
 
 CM_HIDDEN extern __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
 

@@ -139,6 +139,7 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
         if (tc->bump[cls] >= tc->bump_end[cls]) {
             cm_refill_t r;
             publish_bin(tc, cls);
+            if ((++tc->refills & 63) == 0) cm_heap_decay();
             if (!cm_heap_refill(cls, &r)) {
                 errno = ENOMEM;
                 return NULL;
