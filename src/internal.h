@@ -169,9 +169,8 @@ CM_HIDDEN void *cm_os_map(size_t size);                     /* NULL on failure *
 CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align);
 CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);
-/* Grow or shrink a mapping, moving it if needed to a place aligned to align;
- * NULL (and p untouched) on failure. */
-CM_HIDDEN void *cm_os_remap(void *p, size_t old_size, size_t new_size, size_t align);
+CM_HIDDEN bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
+CM_HIDDEN bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target);
 CM_HIDDEN void cm_os_random(void *buf, size_t n);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);

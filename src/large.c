@@ -155,13 +155,30 @@ static cm_desc_t *map_new(size_t size, size_t align) {
     return d;
 }
 
+/* Grow d to size: in place if the kernel can, else by moving its pages to
+ * a new reservation aligned to align. The old range is released by the move,
+ * so its page-map entries are cleared before (while it is still ours: once
+ * released, another thread may map it and set entries of its own). */
 static void *grow(cm_desc_t *d, size_t size, size_t align) {
-    char *moved = cm_os_remap(d->base, d->map_size, size, align);
-    if (!moved) return NULL;
-    if (moved != d->base) cm_pagemap_set((uintptr_t)d->base, d->map_size, 0);
-    d->base = moved;
-    d->map_size = size;
-    return moved;
+    if (cm_os_grow_in_place(d->base, d->map_size, size)) {
+        d->map_size = size;
+        return d->base;
+    }
+    char *target = cm_os_map_aligned(size, align);
+    if (!target) return NULL;
+    uint32_t entry = cm_pagemap_get((uintptr_t)d->base);
+    if (cm_pagemap_set((uintptr_t)target, size, entry)) {
+        cm_pagemap_set((uintptr_t)d->base, d->map_size, 0);
+        if (cm_os_move(d->base, d->map_size, size, target)) {
+            d->base = target;
+            d->map_size = size;
+            return target;
+        }
+        cm_pagemap_set((uintptr_t)d->base, d->map_size, entry);
+    }
+    cm_pagemap_set((uintptr_t)target, size, 0);
+    cm_os_unmap(target, size);
+    return NULL;
 }
 
 void *cm_large_alloc(size_t size, size_t align, bool zero) {

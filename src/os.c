@@ -69,36 +69,26 @@ void cm_os_decommit(void *p, size_t size) {
     cm_count(&cm_counters.returned, size);
 }
 
-/* In place if the kernel can; otherwise onto a fresh aligned reservation
- * with MREMAP_FIXED, which moves the pages (no copy) and keeps every mapping
- * of ours aligned to a page-map unit. */
-void *cm_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
+/* Grow a mapping where it is, if the address space after it is free. */
+bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size) {
     count_call();
     long r = raw_syscall6(SYS_mremap, (long)p, (long)old_size, (long)new_size, 0, 0, 0);
-    if (raw_failed(r)) {
-        if (new_size <= old_size) return NULL;
-        char *target = cm_os_map_aligned(new_size, align);
-        if (!target) return NULL;
-        count_call();
-        r = raw_syscall6(SYS_mremap, (long)p, (long)old_size, (long)new_size, MREMAP_MAYMOVE | MREMAP_FIXED,
-                         (long)target, 0);
-        if (raw_failed(r)) {
-            cm_os_unmap(target, new_size);
-            return NULL;
-        }
-        cm_uncount(&cm_counters.mapped, old_size); /* moved: the target was counted when reserved */
-        cm_uncount(&cm_counters.committed, old_size);
-        return (void *)r;
-    }
-    if (new_size > old_size) {
-        cm_count(&cm_counters.mapped, new_size - old_size);
-        cm_count(&cm_counters.committed, new_size - old_size);
-    } else {
-        cm_uncount(&cm_counters.mapped, old_size - new_size);
-        cm_uncount(&cm_counters.committed, old_size - new_size);
-        cm_count(&cm_counters.returned, old_size - new_size);
-    }
-    return (void *)r;
+    if (raw_failed(r)) return false;
+    cm_count(&cm_counters.mapped, new_size - old_size);
+    cm_count(&cm_counters.committed, new_size - old_size);
+    return true;
+}
+
+/* Move a mapping's pages (no copy) onto target, a reservation of new_size
+ * bytes made by the caller, growing it; the old range is released. */
+bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target) {
+    count_call();
+    long r = raw_syscall6(SYS_mremap, (long)p, (long)old_size, (long)new_size, MREMAP_MAYMOVE | MREMAP_FIXED,
+                          (long)target, 0);
+    if (raw_failed(r)) return false;
+    cm_uncount(&cm_counters.mapped, old_size); /* the target was counted when reserved */
+    cm_uncount(&cm_counters.committed, old_size);
+    return true;
 }
 
 /* getrandom never blocks after boot-time entropy is ready; if it fails we

@@ -81,13 +81,17 @@ int main(void)
     printf("core_churn: %d threads; committed %zu -> %zu KiB, superblocks %zu -> %zu, "
            "RSS %zu -> %zu KiB\n", THREADS, base.committed >> 10, end.committed >> 10,
            base.superblocks_live, end.superblocks_live, rss_base >> 10, rss_end >> 10);
-    CMT_CHECK(end.committed <= base.committed + 4 * MiB,
+    /* committed counts each 4 MiB chunk that spans are carved from as soon
+     * as it is mapped, so it moves by up to a chunk per span size (4) without
+     * any leak; a leak of the exited threads' caches (~100 KiB each) would be
+     * hundreds of MiB. RSS and the superblock count are the sharp checks. */
+    CMT_CHECK(end.committed <= base.committed + 20 * MiB,
               "committed grew from %zu to %zu KiB over the churn: thread exit leaks",
               base.committed >> 10, end.committed >> 10);
     CMT_CHECK(end.superblocks_live <= base.superblocks_live + 16,
               "live superblocks grew from %zu to %zu over the churn: thread exit leaks",
               base.superblocks_live, end.superblocks_live);
-    CMT_CHECK(rss_end <= rss_base + 16 * MiB,
+    CMT_CHECK(rss_end <= rss_base + 8 * MiB,
               "RSS grew from %zu to %zu KiB over the churn", rss_base >> 10, rss_end >> 10);
     return 0;
 }

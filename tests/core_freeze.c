@@ -50,7 +50,7 @@ static struct worker {
 } __attribute__((aligned(64))) workers[WORKERS];
 
 static uintptr_t text_lo, text_hi, lib_base;
-static _Atomic int stop;
+static _Atomic int stop, ready; /* ready: workers that can take a signal */
 static struct cmt_xchg xchg;
 static __thread struct worker *self;
 
@@ -119,6 +119,7 @@ static void *worker_main(void *arg)
     uint64_t rng = cmt_mix(me), seq = 0;
     size_t i;
     self = w;
+    atomic_fetch_add(&ready, 1);
     while (!atomic_load_explicit(&stop, memory_order_relaxed) &&
            atomic_load_explicit(&w->ops, memory_order_relaxed) <
                atomic_load_explicit(&w->target, memory_order_relaxed)) {
@@ -258,6 +259,8 @@ int main(void)
         CMT_CHECK(pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) == 0,
                   "pthread_create failed");
     }
+    while (atomic_load(&ready) < WORKERS)
+        sleep_us(1000);
 
     /* One worker frozen at a time; every fourth time a second one too. */
     while (landed < FREEZES) {

@@ -14,7 +14,7 @@
 #ifdef CM_SANITIZED
 #define OPS 30000
 #else
-#define OPS 400000
+#define OPS 1000000
 #endif
 
 static struct cmt_xchg xchg;
