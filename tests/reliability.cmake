@@ -1,1 +1,0 @@
-# tests for reliability (filled in by its owner)

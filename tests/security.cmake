@@ -1,0 +1,1 @@
+# tests for security/reliability (filled in by its owner)
