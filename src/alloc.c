@@ -59,8 +59,10 @@ static bool list_contains(void *head, uint32_t max_steps, const void *p) {
  * the superblock list is racy by nature, so it stops at the first link that
  * does not verify instead of treating it as corruption. */
 void cm_free_suspect(void *p, unsigned cls) {
-    cm_bin_t *bin = &cm_tcache.bins[cls];
-    if (list_contains(bin->head, bin->count, p)) cm_fatal("free", "double free", p);
+    cm_tcache_t *tc = &cm_tcache;
+    if (list_contains(tc->bins[cls].head, tc->bins[cls].count, p) ||
+        list_contains(tc->remote[cls], tc->remote_count[cls], p))
+        cm_fatal("free", "double free", p);
     cm_desc_t *d = cm_heap_desc_of(p);
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
     if (cm_anchor_state(a) != CM_PARTIAL) return;
@@ -73,10 +75,17 @@ void cm_free_suspect(void *p, unsigned cls) {
     }
 }
 
-/* The rest of free for a bin at its limit or a block that looks free. */
-void cm_free_checked_slow(void *p, unsigned cls) {
+/* The rest of free for a bin at its limit, a remote block, or a block that
+ * looks free. A thread not started yet has tag 0 and limit 0: the flush path
+ * starts it. */
+void cm_free_checked_slow(void *p, unsigned cls, uint32_t entry) {
     if (cm_block_looks_free(p)) cm_free_suspect(p, cls);
-    cm_bin_t *bin = &cm_tcache.bins[cls];
+    cm_tcache_t *tc = &cm_tcache;
+    if (tc->state == CM_TC_ACTIVE && cm_entry_owner(entry) != tc->tag) {
+        cm_tcache_free_remote(p, cls);
+        return;
+    }
+    cm_bin_t *bin = &tc->bins[cls];
     if (bin->count < bin->limit) {
         cm_bin_push(bin, p);
         return;

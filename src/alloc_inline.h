@@ -13,7 +13,7 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
-CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p, unsigned cls);
+CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p, unsigned cls, uint32_t entry);
 
 CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
     cm_block_set_next(p, bin->head);
@@ -58,13 +58,15 @@ CM_INLINE void cm_free_inline(void *p) {
     unsigned cls = cm_small_class_checked(p, entry, "free");
     if (cm_likely(cls != 0)) {
         cm_bin_t *bin = &cm_tcache.bins[cls];
-        /* both rare cases leave by a tail call, so the fast path keeps no
-         * registers to save and restore */
-        if (cm_likely(bin->count < bin->limit && !cm_block_looks_free(p))) {
+        /* the rare cases (full bin, a block of another thread's superblock,
+         * a block that looks free already) leave by a tail call, so the fast
+         * path keeps no registers to save and restore */
+        if (cm_likely(bin->count < bin->limit && cm_entry_owner(entry) == cm_tcache.tag &&
+                      !cm_block_looks_free(p))) {
             cm_bin_push(bin, p);
             return;
         }
-        cm_free_checked_slow(p, cls);
+        cm_free_checked_slow(p, cls, entry);
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */

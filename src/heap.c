@@ -63,30 +63,30 @@ static char *carve_span(unsigned shift) {
 
 /* Make d (owned by the caller, on no list) a superblock of class cls with all
  * blocks out (state FULL): the caller carves them from the fresh span. */
-static void assign_class(cm_desc_t *d, unsigned cls) {
+static void assign_class(cm_desc_t *d, unsigned cls, unsigned owner) {
     const cm_class_info_t *ci = &cm_class_info[cls];
     atomic_store_explicit(&d->size_class, (uint8_t)cls, memory_order_relaxed);
     d->block_size = ci->block_size;
     d->max_count = ci->max_count;
     atomic_store_explicit(&d->anchor, cm_anchor_make(CM_FULL, 0, 0), memory_order_relaxed);
-    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), cls));
+    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make_owned(cm_desc_ref(d), owner, cls));
     cm_count(&cm_counters.superblocks_live, 1);
     atomic_fetch_add_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
 }
 
 /* A span whose memory was returned is reused: count it as committed again. */
-static void revive(cm_desc_t *d, unsigned cls) {
+static void revive(cm_desc_t *d, unsigned cls, unsigned owner) {
     cm_count(&cm_counters.committed, span_size(d));
     cm_uncount(&cm_counters.returned, span_size(d));
     d->span_shift = (uint8_t)cm_class_info[cls].span_shift;
-    assign_class(d, cls);
+    assign_class(d, cls, owner);
 }
 
-static cm_desc_t *new_superblock(unsigned cls) {
+static cm_desc_t *new_superblock(unsigned cls, unsigned owner) {
     unsigned shift = cm_class_info[cls].span_shift;
     cm_desc_t *d = cm_desc_stack_pop(&spare_spans[span_order(shift)]);
     if (d) {
-        revive(d, cls);
+        revive(d, cls, owner);
         return d;
     }
     d = cm_desc_alloc();
@@ -97,7 +97,7 @@ static cm_desc_t *new_superblock(unsigned cls) {
         return NULL;
     }
     d->span_shift = (uint8_t)shift;
-    assign_class(d, cls);
+    assign_class(d, cls, owner);
     return d;
 }
 
@@ -144,7 +144,7 @@ static bool keep_empty(size_t bytes) {
 
 /* Take the whole free list of a superblock popped from the partial stack.
  * Returns false if the superblock had been retired meanwhile. */
-static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
+static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t *out) {
     /* acquire: pairs with the release CAS of every flush into d, so the
      * links they wrote into the blocks are visible before we follow them. */
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
@@ -156,6 +156,8 @@ static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
                 continue;
             if (cm_anchor_count(a) == d->max_count)
                 atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+            /* it cannot be retired meanwhile: the blocks we took are out */
+            cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make_owned(cm_desc_ref(d), owner, cls));
             out->chain = block_at(d, cm_anchor_avail(a));
             out->count = cm_anchor_count(a);
             return true;
@@ -166,7 +168,7 @@ static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
                 continue;
             return false;
         case CM_EMPTY: /* retired and ours now: reuse it as a fresh superblock */
-            revive(d, cls);
+            revive(d, cls, owner);
             out->fresh = d->base;
             return true;
         default:
@@ -175,12 +177,12 @@ static bool take_partial(cm_desc_t *d, unsigned cls, cm_refill_t *out) {
     }
 }
 
-bool cm_heap_refill(unsigned cls, cm_refill_t *out) {
+bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
     out->chain = NULL, out->count = 0, out->fresh = NULL;
     cm_desc_t *d;
     while ((d = cm_desc_stack_pop(&partial[cls])) != NULL)
-        if (take_partial(d, cls, out)) return true;
-    d = new_superblock(cls);
+        if (take_partial(d, cls, owner, out)) return true;
+    d = new_superblock(cls, owner);
     if (!d) return false;
     out->fresh = d->base;
     return true;

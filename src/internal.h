@@ -61,12 +61,16 @@
 #define CM_PAGE_SIZE ((size_t)4096)
 #define CM_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * CM_CHUNK_SIZE)
 
-/* Page-map entry: {ref:26, class:6}. Class 0 = not a small block (large, or
- * retired, or not ours: the descriptor decides); CM_CLASS_LARGE = large. */
+/* Page-map entry: {ref:21, owner:5, class:6}. Class 0 = not a small block
+ * (large, or retired, or not ours: the descriptor decides); CM_CLASS_LARGE =
+ * large. owner = tag of the thread that last took the superblock's blocks
+ * (see cm_tcache_t.tag), so free() tells a remote block without a load. */
 #define CM_ENTRY_CLASS_BITS 6
 #define CM_ENTRY_CLASS_MASK ((1u << CM_ENTRY_CLASS_BITS) - 1)
+#define CM_ENTRY_OWNER_BITS 5
+#define CM_ENTRY_REF_SHIFT (CM_ENTRY_CLASS_BITS + CM_ENTRY_OWNER_BITS)
 #define CM_CLASS_LARGE 63u
-#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 128 MiB of descriptors if we can, */
+#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 128 MiB of descriptors if we can (refs are 21 bits), */
 #define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
 
 typedef struct cm_class_info {
@@ -160,8 +164,12 @@ CM_INLINE uint32_t cm_pagemap_get(uintptr_t a) {
                                 memory_order_relaxed);
 }
 CM_HIDDEN bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry);
-CM_INLINE uint32_t cm_entry_make(uint32_t ref, unsigned cls) { return ref << CM_ENTRY_CLASS_BITS | cls; }
-CM_INLINE uint32_t cm_entry_ref(uint32_t e) { return e >> CM_ENTRY_CLASS_BITS; }
+CM_INLINE uint32_t cm_entry_make_owned(uint32_t ref, unsigned owner, unsigned cls) {
+    return ref << CM_ENTRY_REF_SHIFT | owner << CM_ENTRY_CLASS_BITS | cls;
+}
+CM_INLINE uint32_t cm_entry_make(uint32_t ref, unsigned cls) { return cm_entry_make_owned(ref, 0, cls); }
+CM_INLINE uint32_t cm_entry_ref(uint32_t e) { return e >> CM_ENTRY_REF_SHIFT; }
+CM_INLINE unsigned cm_entry_owner(uint32_t e) { return (e >> CM_ENTRY_CLASS_BITS) & ((1u << CM_ENTRY_OWNER_BITS) - 1); }
 CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; }
 
 /* ---------------------------------------------------------------- OS layer */
@@ -202,7 +210,8 @@ typedef struct cm_refill {
     uint32_t count;
     char *fresh;         /* or: the start of a fresh superblock */
 } cm_refill_t;
-CM_HIDDEN bool cm_heap_refill(unsigned cls, cm_refill_t *out);
+/* owner: the refilling thread's tag, recorded in the superblock's entries. */
+CM_HIDDEN bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out);
 CM_HIDDEN void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire fully free superblocks idle for at least min_age_ns (0: all). */
 CM_HIDDEN bool cm_heap_trim(uint64_t min_age_ns);
@@ -284,10 +293,14 @@ typedef struct cm_bin {
 } cm_bin_t;
 
 typedef struct cm_tcache {
+    uint32_t tag;                        /* 1..31, this thread's owner tag in page-map entries */
     cm_bin_t bins[CM_NUM_CLASSES + 1];
     char *bump[CM_NUM_CLASSES + 1];      /* uncarved rest of a fresh superblock */
     char *bump_end[CM_NUM_CLASSES + 1];
     int64_t net_in[CM_NUM_CLASSES + 1];  /* blocks moved in by refills minus out by flushes */
+    void *remote[CM_NUM_CLASSES + 1];    /* freed blocks of superblocks other threads took: */
+    uint32_t remote_count[CM_NUM_CLASSES + 1]; /* never reused here, returned in batches */
+    uint64_t remote_frees[CM_NUM_CLASSES + 1]; /* (stats) */
     uint32_t refills;                    /* heap refills so far (paces cm_heap_decay) */
     int state;                           /* CM_TC_UNINIT (new, or after thread exit) or CM_TC_ACTIVE */
 } cm_tcache_t;
@@ -297,6 +310,7 @@ CM_HIDDEN extern __thread cm_tcache_t cm_tcache __attribute__((tls_model("initia
 
 CM_HIDDEN CM_NOINLINE void *cm_tcache_refill_alloc(unsigned cls, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_tcache_flush_free(void *p, unsigned cls);
+CM_HIDDEN CM_NOINLINE void cm_tcache_free_remote(void *p, unsigned cls);
 CM_HIDDEN void cm_tcache_flush_all(void);
 CM_HIDDEN void cm_tcache_global_init(void);
 

@@ -23,7 +23,8 @@ __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
  * frees are derived and the free fast path counts nothing. */
 static void publish_bin(cm_tcache_t *tc, unsigned cls) {
     cm_bin_t *bin = &tc->bins[cls];
-    int64_t frees = (int64_t)bin->count - tc->net_in[cls] + (int64_t)bin->allocs;
+    int64_t frees = (int64_t)bin->count - tc->net_in[cls] + (int64_t)bin->allocs + (int64_t)tc->remote_frees[cls];
+    tc->remote_frees[cls] = 0;
     atomic_fetch_add_explicit(&cm_counters.allocs[cls], bin->allocs, memory_order_relaxed);
     atomic_fetch_add_explicit(&cm_counters.frees[cls], (uint64_t)frees, memory_order_relaxed);
     bin->allocs = 0;
@@ -54,8 +55,13 @@ void cm_tcache_global_init(void) {
         pthread_key_delete(key);
 }
 
+/* Threads are numbered 1..31 round robin; two threads may share a tag,
+ * which only makes some of their frees look local to each other. */
+static _Atomic uint32_t thread_seq;
+
 static void thread_start(cm_tcache_t *tc) {
     cm_ensure_init();
+    tc->tag = 1 + atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) % ((1u << CM_ENTRY_OWNER_BITS) - 1);
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         uint32_t max = cm_class_info[c].cache_max;
         tc->bins[c].limit = max < FIRST_LIMIT ? max : FIRST_LIMIT;
@@ -68,6 +74,7 @@ static void thread_start(cm_tcache_t *tc) {
 }
 
 static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n);
+static void flush_remote(cm_tcache_t *tc, unsigned cls);
 
 /* The remainder of a fresh superblock goes back as one chain. */
 static void return_bump(cm_tcache_t *tc, unsigned cls) {
@@ -88,6 +95,7 @@ static void thread_exit(void *arg) {
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         publish_bin(tc, c);
         flush_blocks(tc, c, tc->bins[c].count);
+        flush_remote(tc, c);
         return_bump(tc, c);
         publish_bin(tc, c);
         tc->bins[c].limit = 0;
@@ -101,6 +109,7 @@ void cm_tcache_flush_all(void) {
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         publish_bin(tc, c);
         flush_blocks(tc, c, tc->bins[c].count);
+        flush_remote(tc, c);
         publish_bin(tc, c);
     }
 }
@@ -140,7 +149,7 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
             cm_refill_t r;
             publish_bin(tc, cls);
             if ((++tc->refills & 63) == 0) cm_heap_decay();
-            if (!cm_heap_refill(cls, &r)) {
+            if (!cm_heap_refill(cls, tc->tag, &r)) {
                 errno = ENOMEM;
                 return NULL;
             }
@@ -207,17 +216,15 @@ static void add_run(flush_groups_t *gs, void *head, void *tail, uint32_t n) {
     gs->g[gs->n++] = (flush_group_t){d, head, tail, n};
 }
 
-/* Return the n most recently freed blocks of bin `cls` (the head of its list)
- * to their superblocks: one CAS per superblock however many blocks go back
- * to it. The list is cut into runs of consecutive blocks of one superblock
- * (same class, so same span size: one mask compares two addresses), which
- * stay linked as they are. */
-static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n) {
-    cm_bin_t *bin = &tc->bins[cls];
-    if (n == 0) return;
+/* Return the first n blocks of a list of class cls to their superblocks:
+ * one CAS per superblock however many blocks go back to it. The list is cut
+ * into runs of consecutive blocks of one superblock (same class, so same
+ * span size: one mask compares two addresses), which stay linked as they
+ * are. Returns the rest of the list. */
+static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows) {
     uintptr_t other_span = ~(uintptr_t)cm_class_info[cls].span_mask;
     flush_groups_t gs = {.n = 0};
-    void *run_head = bin->head, *run_tail = run_head;
+    void *run_head = head, *run_tail = head;
     uint32_t run_n = 1;
     for (uint32_t i = 1; i < n; i++) {
         void *next = cm_block_peek_next(run_tail);
@@ -230,11 +237,38 @@ static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n) {
         run_head = run_tail = next;
         run_n = 1;
     }
-    bin->head = n < bin->count ? cm_block_peek_next(run_tail) : NULL;
-    bin->count -= n;
-    tc->net_in[cls] -= n;
+    void *rest = rest_follows ? cm_block_peek_next(run_tail) : NULL;
     add_run(&gs, run_head, run_tail, run_n);
     return_groups(&gs);
+    return rest;
+}
+
+/* Return the n most recently freed blocks of bin cls (its list's head). */
+static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n) {
+    cm_bin_t *bin = &tc->bins[cls];
+    if (n == 0) return;
+    bin->head = return_list(cls, bin->head, n, n < bin->count);
+    bin->count -= n;
+    tc->net_in[cls] -= n;
+}
+
+static void flush_remote(cm_tcache_t *tc, unsigned cls) {
+    if (tc->remote_count[cls] == 0) return;
+    return_list(cls, tc->remote[cls], tc->remote_count[cls], false);
+    tc->remote[cls] = NULL;
+    tc->remote_count[cls] = 0;
+}
+
+/* free of a block whose superblock another thread took last. Reusing it here
+ * would put this thread's next block beside that thread's blocks, on shared
+ * cache lines (passive false sharing); so it waits on a remote list that goes
+ * back in batches, like any flush. */
+void cm_tcache_free_remote(void *p, unsigned cls) {
+    cm_tcache_t *tc = &cm_tcache;
+    cm_block_set_next(p, tc->remote[cls]);
+    tc->remote[cls] = p;
+    tc->remote_frees[cls]++;
+    if (++tc->remote_count[cls] >= cm_class_info[cls].cache_max / 2u) flush_remote(tc, cls);
 }
 
 /* free found bin `cls` at its limit (or the thread not started): push p,
