@@ -116,14 +116,16 @@ void cm_tcache_flush_all(void) {
 
 /* ------------------------------------------------------------ refill */
 
-/* Carve up to a batch of blocks from the bin's fresh superblock onto its list.
- * Carving lazily keeps untouched pages out of the resident set. */
+/* Carve up to a batch of blocks (no more than the bin holds) from the bin's
+ * fresh superblock onto its empty list. Carving lazily keeps untouched pages
+ * out of the resident set. */
 static void carve(cm_tcache_t *tc, unsigned cls) {
     const cm_class_info_t *ci = &cm_class_info[cls];
+    cm_bin_t *bin = &tc->bins[cls];
     char *p = tc->bump[cls];
     size_t left = (size_t)(tc->bump_end[cls] - p) / ci->block_size;
-    uint32_t n = left < ci->carve_batch ? (uint32_t)left : ci->carve_batch;
-    cm_bin_t *bin = &tc->bins[cls];
+    uint32_t n = ci->carve_batch < bin->limit ? ci->carve_batch : bin->limit;
+    if (left < n) n = (uint32_t)left;
     void *head = bin->head;
     for (uint32_t i = n; i-- > 0;) {
         char *b = p + (size_t)i * ci->block_size;
@@ -134,6 +136,28 @@ static void carve(cm_tcache_t *tc, unsigned cls) {
     bin->count += n;
     tc->net_in[cls] += n;
     tc->bump[cls] = p + (size_t)n * ci->block_size;
+}
+
+static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows);
+
+/* Put a superblock's free list, just taken whole, on the empty bin cls: at
+ * most cache_max blocks (the rest goes straight back), and the bin's limit
+ * rises to hold them, so the next free does not flush them out again. */
+static void take_chain(cm_tcache_t *tc, unsigned cls, void *chain, uint32_t count) {
+    cm_bin_t *bin = &tc->bins[cls];
+    uint32_t max = cm_class_info[cls].cache_max;
+    if (count > max) {
+        void *last = chain;
+        for (uint32_t i = 1; i < max; i++) last = cm_block_peek_next(last);
+        void *rest = cm_block_peek_next(last);
+        cm_block_set_next(last, NULL);
+        return_list(cls, rest, count - max, false);
+        count = max;
+    }
+    bin->head = chain;
+    bin->count = count;
+    tc->net_in[cls] += count;
+    if (bin->limit <= count) bin->limit = count < max ? count + 1 : max;
 }
 
 /* malloc found bin `cls` empty. Returns a block (zeroed if `zero`) or NULL
@@ -154,9 +178,7 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
                 return NULL;
             }
             if (r.chain) {
-                bin->head = r.chain;
-                bin->count = r.count;
-                tc->net_in[cls] += r.count;
+                take_chain(tc, cls, r.chain, r.count);
             } else {
                 tc->bump[cls] = r.fresh;
                 tc->bump_end[cls] = r.fresh + (size_t)cm_class_info[cls].max_count * size;
