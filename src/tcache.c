@@ -86,33 +86,29 @@ static void return_bump(cm_tcache_t *tc, unsigned cls) {
     tc->bump[cls] = tc->bump_end[cls] = NULL;
 }
 
+/* Return every cached block of tc; at thread exit also the uncarved rest of
+ * its fresh superblocks, and leave the cache as new. */
+static void flush_everything(cm_tcache_t *tc, bool exiting) {
+    if (tc->state != CM_TC_ACTIVE) return;
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        publish_bin(tc, c);
+        flush_blocks(tc, c, tc->bins[c].count);
+        flush_remote(tc, c);
+        if (exiting) {
+            return_bump(tc, c);
+            tc->bins[c].limit = 0;
+        }
+        publish_bin(tc, c);
+    }
+    if (exiting) tc->state = CM_TC_UNINIT;
+}
+
 /* pthread key destructor. Afterwards the cache is as new (UNINIT): if a later
  * destructor of the same thread allocates, the cache starts again and
  * registers again, and glibc runs this destructor once more. */
-static void thread_exit(void *arg) {
-    cm_tcache_t *tc = arg;
-    if (tc->state != CM_TC_ACTIVE) return;
-    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
-        publish_bin(tc, c);
-        flush_blocks(tc, c, tc->bins[c].count);
-        flush_remote(tc, c);
-        return_bump(tc, c);
-        publish_bin(tc, c);
-        tc->bins[c].limit = 0;
-    }
-    tc->state = CM_TC_UNINIT;
-}
+static void thread_exit(void *arg) { flush_everything(arg, true); }
 
-void cm_tcache_flush_all(void) {
-    cm_tcache_t *tc = &cm_tcache;
-    if (tc->state != CM_TC_ACTIVE) return;
-    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
-        publish_bin(tc, c);
-        flush_blocks(tc, c, tc->bins[c].count);
-        flush_remote(tc, c);
-        publish_bin(tc, c);
-    }
-}
+void cm_tcache_flush_all(void) { flush_everything(&cm_tcache, false); }
 
 /* ------------------------------------------------------------ refill */
 
