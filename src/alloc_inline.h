@@ -15,22 +15,10 @@ CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
 CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p, unsigned cls, uint32_t entry);
 
-CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
-    cm_block_set_next(p, bin->head);
-    bin->head = p;
-    bin->count++;
-}
-
 /* Pop a block of class cls from this thread's cache, refilling if empty. */
 CM_INLINE void *cm_alloc_class(unsigned cls) {
     cm_bin_t *bin = &cm_tcache.bins[cls];
-    void *b = bin->head;
-    if (cm_likely(b != NULL)) {
-        bin->head = cm_block_take_next(b);
-        bin->count--;
-        bin->allocs++;
-        return b;
-    }
+    if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
     return cm_tcache_refill_alloc(cls, false);
 }
 

@@ -249,15 +249,18 @@ CM_INLINE void cm_block_set_next(void *block, void *next) {
     b->link = link;
     b->check = cm_link_check(block, link);
 }
-/* The block after `block` on its list; aborts if its words were tampered with.
- * The check word is cleared so that a block in use never looks free. */
-CM_INLINE void *cm_block_take_next(void *block) {
-    cm_free_block_t *b = (cm_free_block_t *)block;
+/* The block after `block`, which is about to be handed out; aborts if its
+ * words were tampered with (before the forged link can be followed). */
+CM_INLINE void *cm_block_next_checked(const void *block) {
+    const cm_free_block_t *b = (const cm_free_block_t *)block;
     uintptr_t link = b->link;
     if (!cm_harden) return (void *)link;
     if (cm_unlikely(b->check != cm_link_check(block, link))) cm_fatal("malloc", "corrupted free list", block);
-    b->check = 0;
     return (void *)(link ^ cm_link_key);
+}
+/* A block handed out must never look free: clear its check word. */
+CM_INLINE void cm_block_mark_used(void *block) {
+    if (cm_harden) ((cm_free_block_t *)block)->check = 0;
 }
 /* The block after `block` without taking it (flush walks). */
 CM_INLINE void *cm_block_peek_next(const void *block) {
@@ -307,6 +310,27 @@ typedef struct cm_tcache {
 enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1 };
 
 CM_HIDDEN extern __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
+
+/* Pop and push of a bin. The bin is read and written before the block is
+ * written: the compiler must assume a block's words may alias the bin and
+ * would otherwise load the bin again after each store. */
+CM_INLINE void *cm_bin_pop(cm_bin_t *bin) { /* bin->head != NULL */
+    void *b = bin->head;
+    uint32_t count = bin->count;
+    uint64_t allocs = bin->allocs;
+    bin->head = cm_block_next_checked(b);
+    bin->count = count - 1;
+    bin->allocs = allocs + 1;
+    cm_block_mark_used(b);
+    return b;
+}
+CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
+    void *head = bin->head;
+    uint32_t count = bin->count;
+    bin->head = p;
+    bin->count = count + 1;
+    cm_block_set_next(p, head);
+}
 
 CM_HIDDEN CM_NOINLINE void *cm_tcache_refill_alloc(unsigned cls, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_tcache_flush_free(void *p, unsigned cls);

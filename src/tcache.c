@@ -190,10 +190,7 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
             carve(tc, cls);
         }
     }
-    void *b = bin->head;
-    bin->head = cm_block_take_next(b);
-    bin->count--;
-    bin->allocs++;
+    void *b = cm_bin_pop(bin);
     if (zero) memset(b, 0, size);
     return b;
 }
