@@ -1,6 +1,6 @@
 /* heap.c: the lock-free global heap of superblocks.
  *
- * Per size class, a lock-free stack of PARTIAL superblocks; per span size, a
+ * Per size class, lock-free stacks of PARTIAL superblocks; per span size, a
  * stack of retired spans ready for any class; per span size, a cursor that
  * carves new spans from 4 MiB chunks. Thread caches talk to the heap in
  * batches only: a refill takes a superblock's whole free list with one CAS,
@@ -12,7 +12,13 @@
 
 #include "internal.h"
 
-static cm_desc_stack_t partial[CM_NUM_CLASSES + 1];
+/* Partial superblocks are sharded by the tag of the thread that took them
+ * last: a thread refills from its own shard first and takes from the others
+ * only when it is empty, so two threads working the same class do not keep
+ * taking each other's superblocks (each take makes the other thread's later
+ * frees of it remote). Nothing is private: any thread may take any shard. */
+#define PARTIAL_SHARDS 4
+static cm_desc_stack_t partial[CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
 static cm_desc_stack_t spare_spans[CM_SPAN_ORDERS];
 static _Atomic uintptr_t carve_cursor[CM_SPAN_ORDERS]; /* chunk base | spans used */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
@@ -180,8 +186,11 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
 bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
     out->chain = NULL, out->count = 0, out->fresh = NULL;
     cm_desc_t *d;
-    while ((d = cm_desc_stack_pop(&partial[cls])) != NULL)
-        if (take_partial(d, cls, owner, out)) return true;
+    for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
+        cm_desc_stack_t *shard = &partial[cls][(owner + i) % PARTIAL_SHARDS];
+        while ((d = cm_desc_stack_pop(shard)) != NULL)
+            if (take_partial(d, cls, owner, out)) return true;
+    }
     d = new_superblock(cls, owner);
     if (!d) return false;
     out->fresh = d->base;
@@ -223,7 +232,9 @@ void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     if (cm_anchor_state(new) == CM_RETIRING)
         retire(d, cm_anchor_state(old) == CM_PARTIAL);
     else if (cm_anchor_state(old) == CM_FULL)
-        cm_desc_stack_push(&partial[cls], d); /* only the FULL -> PARTIAL transition pushes */
+        /* only the FULL -> PARTIAL transition pushes, onto the shard of the
+         * thread that took the superblock last (its owner tag) */
+        cm_desc_stack_push(&partial[cls][cm_entry_owner(cm_pagemap_get((uintptr_t)d->base)) % PARTIAL_SHARDS], d);
     (void)cls;
 }
 
