@@ -61,7 +61,7 @@ static bool list_contains(void *head, uint32_t max_steps, const void *p) {
 void cm_free_suspect(void *p, unsigned cls) {
     cm_tcache_t *tc = &cm_tcache;
     if (list_contains(tc->bins[cls].head, tc->bins[cls].count, p) ||
-        list_contains(tc->remote[cls], tc->remote_count[cls], p))
+        list_contains(tc->cold->c[cls].remote, tc->cold->c[cls].remote_count, p))
         cm_fatal("free", "double free", p);
     cm_desc_t *d = cm_heap_desc_of(p);
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);

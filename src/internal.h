@@ -295,17 +295,28 @@ typedef struct cm_bin {
     uint64_t allocs;   /* blocks handed out by malloc (stats) */
 } cm_bin_t;
 
+/* What the slow paths keep per thread and class. */
+typedef struct cm_class_cold {
+    char *bump, *bump_end;  /* uncarved rest of a fresh superblock */
+    void *remote;           /* freed blocks of superblocks other threads took: */
+    uint32_t remote_count;  /* never reused here, returned in batches */
+    int64_t net_in;         /* (stats) blocks moved in by refills, minus moved out, minus remote frees */
+} cm_class_cold_t;
+
+/* Kept out of TLS: the initial-exec TLS block must stay small enough for
+ * dlopen (glibc's static TLS surplus is about 1.6 KiB), so only the bins
+ * live there. Records come from a lock-free pool, recycled at thread exit. */
+typedef struct cm_tcache_cold {
+    cm_class_cold_t c[CM_NUM_CLASSES + 1];
+    _Atomic uintptr_t pool_next;
+} cm_tcache_cold_t;
+
 typedef struct cm_tcache {
-    uint32_t tag;                        /* 1..31, this thread's owner tag in page-map entries */
+    uint32_t tag;           /* 1..31, this thread's owner tag in page-map entries */
+    int state;              /* CM_TC_UNINIT (new, or after thread exit) or CM_TC_ACTIVE */
+    uint32_t refills;       /* heap refills so far (paces cm_heap_decay) */
+    cm_tcache_cold_t *cold; /* set while ACTIVE */
     cm_bin_t bins[CM_NUM_CLASSES + 1];
-    char *bump[CM_NUM_CLASSES + 1];      /* uncarved rest of a fresh superblock */
-    char *bump_end[CM_NUM_CLASSES + 1];
-    int64_t net_in[CM_NUM_CLASSES + 1];  /* blocks moved in by refills minus out by flushes */
-    void *remote[CM_NUM_CLASSES + 1];    /* freed blocks of superblocks other threads took: */
-    uint32_t remote_count[CM_NUM_CLASSES + 1]; /* never reused here, returned in batches */
-    uint64_t remote_frees[CM_NUM_CLASSES + 1]; /* (stats) */
-    uint32_t refills;                    /* heap refills so far (paces cm_heap_decay) */
-    int state;                           /* CM_TC_UNINIT (new, or after thread exit) or CM_TC_ACTIVE */
 } cm_tcache_t;
 enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1 };
 

@@ -20,21 +20,61 @@ __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
 
 /* Move a bin's counts to the global counters. Between two publications,
  * count changes by (blocks moved in) - (moved out) + frees - allocs, so the
- * frees are derived and the free fast path counts nothing. */
+ * frees are derived and the free fast path counts nothing (a remote free
+ * lowers net_in instead, as it never enters the bin). */
 static void publish_bin(cm_tcache_t *tc, unsigned cls) {
     cm_bin_t *bin = &tc->bins[cls];
-    int64_t frees = (int64_t)bin->count - tc->net_in[cls] + (int64_t)bin->allocs + (int64_t)tc->remote_frees[cls];
-    tc->remote_frees[cls] = 0;
+    int64_t frees = (int64_t)bin->count - tc->cold->c[cls].net_in + (int64_t)bin->allocs;
     atomic_fetch_add_explicit(&cm_counters.allocs[cls], bin->allocs, memory_order_relaxed);
     atomic_fetch_add_explicit(&cm_counters.frees[cls], (uint64_t)frees, memory_order_relaxed);
     bin->allocs = 0;
-    tc->net_in[cls] = bin->count;
+    tc->cold->c[cls].net_in = bin->count;
 }
 
 void cm_stats_publish_thread(void) {
     cm_tcache_t *tc = &cm_tcache;
     if (tc->state != CM_TC_ACTIVE) return;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) publish_bin(tc, c);
+}
+
+/* ------------------------------------------------------------ thread start and exit */
+
+/* ------------------------------------------------------------ cold records */
+
+/* A lock-free stack of free cold records, head = {pointer:48, tag:16}. The
+ * records are never unmapped, so a stale read of one is harmless and the tag
+ * defeats ABA, as for descriptors. */
+#define COLD_PTR_MASK (((uintptr_t)1 << 48) - 1)
+#define COLD_CHUNK ((size_t)64 << 10)
+static _Atomic uintptr_t cold_pool;
+
+static void cold_put(cm_tcache_cold_t *rec) {
+    uintptr_t old = atomic_load_explicit(&cold_pool, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&rec->pool_next, old & COLD_PTR_MASK, memory_order_relaxed);
+        /* release: the next owner sees the record as we left it */
+    } while (!atomic_compare_exchange_weak_explicit(&cold_pool, &old, (uintptr_t)rec | ((old & ~COLD_PTR_MASK) + (COLD_PTR_MASK + 1)),
+                                                    memory_order_release, memory_order_relaxed));
+}
+
+/* A zeroed record: from the pool, or carved from a fresh chunk (the rest of
+ * which goes to the pool). NULL if the OS has no memory. */
+static cm_tcache_cold_t *cold_get(void) {
+    uintptr_t old = atomic_load_explicit(&cold_pool, memory_order_acquire);
+    for (;;) {
+        cm_tcache_cold_t *rec = (cm_tcache_cold_t *)(old & COLD_PTR_MASK);
+        if (!rec) break;
+        uintptr_t next = atomic_load_explicit(&rec->pool_next, memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&cold_pool, &old, next | ((old & ~COLD_PTR_MASK) + (COLD_PTR_MASK + 1)),
+                                                  memory_order_acquire, memory_order_acquire)) {
+            memset(rec->c, 0, sizeof rec->c);
+            return rec;
+        }
+    }
+    cm_tcache_cold_t *chunk = cm_os_map(COLD_CHUNK);
+    if (!chunk) return NULL;
+    for (size_t i = 1; i < COLD_CHUNK / sizeof *chunk; i++) cold_put(&chunk[i]);
+    return &chunk[0];
 }
 
 /* ------------------------------------------------------------ thread start and exit */
@@ -59,8 +99,11 @@ void cm_tcache_global_init(void) {
  * which only makes some of their frees look local to each other. */
 static _Atomic uint32_t thread_seq;
 
-static void thread_start(cm_tcache_t *tc) {
+/* Start the calling thread's cache; false (cache still UNINIT) if there is
+ * no memory for its cold record. */
+static bool thread_start(cm_tcache_t *tc) {
     cm_ensure_init();
+    if (!(tc->cold = cold_get())) return false;
     tc->tag = 1 + atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) % ((1u << CM_ENTRY_OWNER_BITS) - 1);
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         uint32_t max = cm_class_info[c].cache_max;
@@ -71,6 +114,7 @@ static void thread_start(cm_tcache_t *tc) {
      * so that malloc is served normally and does not come back here */
     unsigned key = atomic_load_explicit(&exit_key_plus1, memory_order_acquire);
     if (key) pthread_setspecific((pthread_key_t)(key - 1), tc);
+    return true;
 }
 
 static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n);
@@ -78,12 +122,12 @@ static void flush_remote(cm_tcache_t *tc, unsigned cls);
 
 /* The remainder of a fresh superblock goes back as one chain. */
 static void return_bump(cm_tcache_t *tc, unsigned cls) {
-    char *p = tc->bump[cls], *end = tc->bump_end[cls];
+    char *p = tc->cold->c[cls].bump, *end = tc->cold->c[cls].bump_end;
     if (p >= end) return;
     uint32_t size = cm_class_info[cls].block_size, n = 0;
     for (char *b = p; b < end; b += size, n++) cm_block_set_next(b, b + size < end ? b + size : NULL);
     cm_heap_return_chain(cm_heap_desc_of(p), p, end - size, n);
-    tc->bump[cls] = tc->bump_end[cls] = NULL;
+    tc->cold->c[cls].bump = tc->cold->c[cls].bump_end = NULL;
 }
 
 /* Return every cached block of tc; at thread exit also the uncarved rest of
@@ -100,7 +144,11 @@ static void flush_everything(cm_tcache_t *tc, bool exiting) {
         }
         publish_bin(tc, c);
     }
-    if (exiting) tc->state = CM_TC_UNINIT;
+    if (exiting) {
+        tc->state = CM_TC_UNINIT;
+        cold_put(tc->cold);
+        tc->cold = NULL;
+    }
 }
 
 /* pthread key destructor. Afterwards the cache is as new (UNINIT): if a later
@@ -118,8 +166,8 @@ void cm_tcache_flush_all(void) { flush_everything(&cm_tcache, false); }
 static void carve(cm_tcache_t *tc, unsigned cls) {
     const cm_class_info_t *ci = &cm_class_info[cls];
     cm_bin_t *bin = &tc->bins[cls];
-    char *p = tc->bump[cls];
-    size_t left = (size_t)(tc->bump_end[cls] - p) / ci->block_size;
+    char *p = tc->cold->c[cls].bump;
+    size_t left = (size_t)(tc->cold->c[cls].bump_end - p) / ci->block_size;
     uint32_t n = ci->carve_batch < bin->limit ? ci->carve_batch : bin->limit;
     if (left < n) n = (uint32_t)left;
     void *head = bin->head;
@@ -130,8 +178,8 @@ static void carve(cm_tcache_t *tc, unsigned cls) {
     }
     bin->head = head;
     bin->count += n;
-    tc->net_in[cls] += n;
-    tc->bump[cls] = p + (size_t)n * ci->block_size;
+    tc->cold->c[cls].net_in += n;
+    tc->cold->c[cls].bump = p + (size_t)n * ci->block_size;
 }
 
 static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows);
@@ -152,7 +200,7 @@ static void take_chain(cm_tcache_t *tc, unsigned cls, void *chain, uint32_t coun
     }
     bin->head = chain;
     bin->count = count;
-    tc->net_in[cls] += count;
+    tc->cold->c[cls].net_in += count;
     if (bin->limit <= count) bin->limit = count < max ? count + 1 : max;
 }
 
@@ -161,11 +209,14 @@ static void take_chain(cm_tcache_t *tc, unsigned cls, void *chain, uint32_t coun
  * superblock when there is one, whose memory the OS gave us zeroed. */
 void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
     cm_tcache_t *tc = &cm_tcache;
-    if (cm_unlikely(tc->state != CM_TC_ACTIVE)) thread_start(tc);
+    if (cm_unlikely(tc->state != CM_TC_ACTIVE) && !thread_start(tc)) {
+        errno = ENOMEM;
+        return NULL;
+    }
     cm_bin_t *bin = &tc->bins[cls];
     uint32_t size = cm_class_info[cls].block_size;
     if (!bin->head) {
-        if (tc->bump[cls] >= tc->bump_end[cls]) {
+        if (tc->cold->c[cls].bump >= tc->cold->c[cls].bump_end) {
             cm_refill_t r;
             publish_bin(tc, cls);
             if ((++tc->refills & 63) == 0) cm_heap_decay();
@@ -176,14 +227,14 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
             if (r.chain) {
                 take_chain(tc, cls, r.chain, r.count);
             } else {
-                tc->bump[cls] = r.fresh;
-                tc->bump_end[cls] = r.fresh + (size_t)cm_class_info[cls].max_count * size;
+                tc->cold->c[cls].bump = r.fresh;
+                tc->cold->c[cls].bump_end = r.fresh + (size_t)cm_class_info[cls].max_count * size;
             }
         }
         if (!bin->head) {
             if (zero) {
-                char *b = tc->bump[cls];
-                tc->bump[cls] = b + size;
+                char *b = tc->cold->c[cls].bump;
+                tc->cold->c[cls].bump = b + size;
                 bin->allocs++;
                 return b;
             }
@@ -264,14 +315,14 @@ static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n) {
     if (n == 0) return;
     bin->head = return_list(cls, bin->head, n, n < bin->count);
     bin->count -= n;
-    tc->net_in[cls] -= n;
+    tc->cold->c[cls].net_in -= n;
 }
 
 static void flush_remote(cm_tcache_t *tc, unsigned cls) {
-    if (tc->remote_count[cls] == 0) return;
-    return_list(cls, tc->remote[cls], tc->remote_count[cls], false);
-    tc->remote[cls] = NULL;
-    tc->remote_count[cls] = 0;
+    if (tc->cold->c[cls].remote_count == 0) return;
+    return_list(cls, tc->cold->c[cls].remote, tc->cold->c[cls].remote_count, false);
+    tc->cold->c[cls].remote = NULL;
+    tc->cold->c[cls].remote_count = 0;
 }
 
 /* free of a block whose superblock another thread took last. Reusing it here
@@ -280,10 +331,10 @@ static void flush_remote(cm_tcache_t *tc, unsigned cls) {
  * back in batches, like any flush. */
 void cm_tcache_free_remote(void *p, unsigned cls) {
     cm_tcache_t *tc = &cm_tcache;
-    cm_block_set_next(p, tc->remote[cls]);
-    tc->remote[cls] = p;
-    tc->remote_frees[cls]++;
-    if (++tc->remote_count[cls] >= cm_class_info[cls].cache_max / 2u) flush_remote(tc, cls);
+    cm_block_set_next(p, tc->cold->c[cls].remote);
+    tc->cold->c[cls].remote = p;
+    tc->cold->c[cls].net_in--; /* counted as a free (see publish_bin) */
+    if (++tc->cold->c[cls].remote_count >= cm_class_info[cls].cache_max / 2u) flush_remote(tc, cls);
 }
 
 /* free found bin `cls` at its limit (or the thread not started): push p,
@@ -291,7 +342,10 @@ void cm_tcache_free_remote(void *p, unsigned cls) {
  * thread that frees a lot flushes rarely while an idle thread holds little. */
 void cm_tcache_flush_free(void *p, unsigned cls) {
     cm_tcache_t *tc = &cm_tcache;
-    if (cm_unlikely(tc->state != CM_TC_ACTIVE)) thread_start(tc);
+    if (cm_unlikely(tc->state != CM_TC_ACTIVE) && !thread_start(tc)) {
+        cm_heap_return_chain(cm_heap_desc_of(p), p, p, 1); /* no cache: straight back */
+        return;
+    }
     cm_bin_t *bin = &tc->bins[cls];
     cm_block_set_next(p, bin->head);
     bin->head = p;
