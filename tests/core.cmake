@@ -3,6 +3,7 @@
 # disassembly checks of the shared library.
 cm_test(core_api core_api.c)
 cm_test(core_cxx core_cxx.cpp)
+target_compile_options(core_cxx PRIVATE -fsized-deallocation) # clang 14 leaves it off by default
 cm_test(core_stress core_stress.c)
 cm_sanitized_test(core_stress core_stress.c)
 cm_test(core_xthread core_xthread.c)
