@@ -183,15 +183,63 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
     }
 }
 
+/* Before a new span is used for class cls, look at the top of the partial
+ * stacks of the other classes of its span size for a superblock that is
+ * completely free: kept committed (reused as it is, dirty) or retired (its
+ * memory returned). Without this, a fully free superblock could serve only
+ * its own class: a workload shifting between classes kept both the empty
+ * superblocks of the old classes and new ones for the new (RSS +80% on a
+ * mixed-size run), or, retiring them at once, faulted pages in again. */
+static cm_desc_t *take_over_empty(unsigned cls, unsigned owner, bool *dirty) {
+    unsigned shift = cm_class_info[cls].span_shift;
+    for (unsigned other = 1; other <= CM_NUM_CLASSES; other++) {
+        if (other == cls || cm_class_info[other].span_shift != shift) continue;
+        for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
+            cm_desc_t *d = cm_desc_stack_pop(&partial[other][s]);
+            if (!d) continue;
+            cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+            for (;;) {
+                unsigned state = cm_anchor_state(a);
+                if (state == CM_PARTIAL && cm_anchor_count(a) == d->max_count) {
+                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_FULL, 0, 0),
+                                                               memory_order_acquire, memory_order_acquire))
+                        continue;
+                    atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+                    cm_uncount(&cm_counters.superblocks_live, 1);
+                    atomic_fetch_sub_explicit(&cm_counters.sb_live[other], 1, memory_order_relaxed);
+                    assign_class(d, cls, owner);
+                    *dirty = true;
+                    return d;
+                }
+                if (state == CM_EMPTY) {
+                    revive(d, cls, owner);
+                    *dirty = false;
+                    return d;
+                }
+                if (state == CM_RETIRING) {
+                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_DETACHED, 0, 0),
+                                                               memory_order_acquire, memory_order_acquire))
+                        continue;
+                } else {
+                    cm_desc_stack_push(&partial[other][s], d); /* in use: put it back */
+                }
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
 bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
-    out->chain = NULL, out->count = 0, out->fresh = NULL;
+    out->chain = NULL, out->count = 0, out->fresh = NULL, out->fresh_dirty = false;
     cm_desc_t *d;
     for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
         cm_desc_stack_t *shard = &partial[cls][(owner + i) % PARTIAL_SHARDS];
         while ((d = cm_desc_stack_pop(shard)) != NULL)
             if (take_partial(d, cls, owner, out)) return true;
     }
-    d = new_superblock(cls, owner);
+    d = take_over_empty(cls, owner, &out->fresh_dirty);
+    if (!d) d = new_superblock(cls, owner);
     if (!d) return false;
     out->fresh = d->base;
     return true;

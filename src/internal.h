@@ -1,11 +1,11 @@
 /* internal.h: the data model of cagemalloc, read this first.
  *
  * Glossary
- *  block       what malloc returns. Small blocks (<= 32 KiB) come from a size
+ *  block       what malloc returns. Small blocks (<= 128 KiB) come from a size
  *              class; larger ones are "large blocks", each its own mapping.
  *  size class  one of CM_NUM_CLASSES block sizes (16 B steps to 128 B, then
- *              four per doubling to 32 KiB); table generated at build time.
- *  superblock  a span of 64..512 KiB, aligned to its size, cut into blocks of
+ *              four per doubling to 128 KiB); table generated at build time.
+ *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
  *              one class. Spans are carved from 4 MiB chunks mapped from the OS.
  *  descriptor  64 bytes of metadata for one superblock or one large block:
  *              its anchor word, its list link, its geometry. Descriptors live
@@ -56,7 +56,7 @@
 #define CM_CHUNK_SHIFT 22                       /* spans are carved from 4 MiB chunks */
 #define CM_CHUNK_SIZE ((size_t)1 << CM_CHUNK_SHIFT)
 #define CM_SPAN_MIN_SHIFT 16
-#define CM_SPAN_ORDERS 4                        /* spans of 64, 128, 256, 512 KiB */
+#define CM_SPAN_ORDERS 5                        /* spans of 64 KiB .. 1 MiB */
 #define CM_ADDRESS_BITS 47                      /* user-space addresses on x86-64 */
 #define CM_PAGE_SIZE ((size_t)4096)
 #define CM_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * CM_CHUNK_SIZE)
@@ -204,11 +204,13 @@ __attribute__((noreturn, cold)) CM_HIDDEN void cm_fatal(const char *func, const 
 
 /* ---------------------------------------------------------------- heap */
 /* What a refill hands the thread cache: a chain of free blocks, or a fresh
- * (never used, or returned-to-the-OS and so zeroed) superblock to carve. */
+ * superblock to carve, whose memory is zero unless fresh_dirty (a fully free
+ * superblock of another class, taken over while still committed). */
 typedef struct cm_refill {
     void *chain;         /* first block of a chain of `count` free blocks */
     uint32_t count;
     char *fresh;         /* or: the start of a fresh superblock */
+    bool fresh_dirty;
 } cm_refill_t;
 /* owner: the refilling thread's tag, recorded in the superblock's entries. */
 CM_HIDDEN bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out);
@@ -298,6 +300,7 @@ typedef struct cm_bin {
 /* What the slow paths keep per thread and class. */
 typedef struct cm_class_cold {
     char *bump, *bump_end;  /* uncarved rest of a fresh superblock */
+    bool bump_dirty;        /* its memory is not known to be zero */
     void *remote;           /* freed blocks of superblocks other threads took: */
     uint32_t remote_count;  /* never reused here, returned in batches */
     int64_t net_in;         /* (stats) blocks moved in by refills, minus moved out, minus remote frees */

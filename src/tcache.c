@@ -228,11 +228,12 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
                 take_chain(tc, cls, r.chain, r.count);
             } else {
                 tc->cold->c[cls].bump = r.fresh;
+                tc->cold->c[cls].bump_dirty = r.fresh_dirty;
                 tc->cold->c[cls].bump_end = r.fresh + (size_t)cm_class_info[cls].max_count * size;
             }
         }
         if (!bin->head) {
-            if (zero) {
+            if (zero && !tc->cold->c[cls].bump_dirty) {
                 char *b = tc->cold->c[cls].bump;
                 tc->cold->c[cls].bump = b + size;
                 bin->allocs++;
