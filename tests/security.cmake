@@ -1,1 +1,3 @@
-# tests for security/reliability (filled in by its owner)
+# Reliability and security: misuse, exhaustion, fuzzing, soak, interposition,
+# real programs.
+cm_test(sec_misuse sec_misuse.c)

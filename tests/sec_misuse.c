@@ -1,0 +1,180 @@
+/* sec_misuse: misuse is reported with one line and abort(), never silent.
+ * Each case runs in a forked child; the parent checks it died of SIGABRT
+ * and that its stderr is exactly the expected line naming the pointer. A
+ * forged free-list link must abort before the forged address is handed out.
+ * Valid heavy use, hardened or not, must exit cleanly with nothing on stderr. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void *(*volatile do_malloc)(size_t) = malloc;
+static void (*volatile do_free)(void *) = free;
+static void *(*volatile do_realloc)(void *, size_t) = realloc;
+
+static char forged_target[256] __attribute__((aligned(64)));
+static int expect_fd = -1; /* in the child: where the case says which line it expects */
+static int failures;
+
+typedef void (*case_fn)(void);
+
+static void expect(const char *func, const char *what, const void *p) {
+    char line[160];
+    int n = snprintf(line, sizeof line, "cagemalloc: %s(): %s %p\n", func, what, p);
+    if (write(expect_fd, line, (size_t)n) != n) _exit(4);
+}
+
+/* ---- the cases: each sets `expected` and then misbehaves ---- */
+static void double_free(void) {
+    char *p = do_malloc(64);
+    expect("free", "double free", p);
+    do_free(p);
+    do_free(p);
+}
+static void double_free_later(void) {
+    char *p = do_malloc(64), *others[10];
+    for (int i = 0; i < 10; i++) others[i] = do_malloc(64);
+    expect("free", "double free", p);
+    do_free(p);
+    for (int i = 0; i < 10; i++) do_free(others[i]);
+    do_free(p);
+}
+static void free_stack(void) {
+    char on_stack[32];
+    expect("free", "invalid pointer", on_stack);
+    do_free(on_stack);
+}
+static void free_interior_small(void) {
+    char *p = do_malloc(64);
+    expect("free", "invalid pointer", p + 16);
+    do_free(p + 16);
+}
+static void free_interior_large(void) {
+    char *p = do_malloc(1 << 20);
+    expect("free", "invalid pointer", p + 4096);
+    do_free(p + 4096);
+}
+static void free_foreign_mmap(void) {
+    void *m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    expect("free", "invalid pointer", m);
+    do_free(m);
+}
+static void realloc_stack(void) {
+    char on_stack[32];
+    expect("realloc", "invalid pointer", on_stack);
+    do_realloc(on_stack, 100);
+}
+static void double_free_large(void) {
+    char *p = do_malloc(2 << 20);
+    p[0] = 1;
+    expect("free", "double free", p);
+    do_free(p);
+    do_free(p);
+}
+/* A use-after-free write over a freed block's first `bytes` bytes. */
+static void forge(size_t bytes) {
+    char *p = do_malloc(64);
+    void *forged[2] = {forged_target, forged_target};
+    do_free(p);
+    memcpy(p, forged, bytes);
+    expect("malloc", "corrupted free list", p);
+    for (int i = 0; i < 3; i++)
+        if ((char *)do_malloc(64) == forged_target) {
+            fprintf(stderr, "FORGED: malloc returned the forged address\n");
+            _exit(0);
+        }
+}
+static void forged_link_16(void) { forge(16); }
+static void forged_link_8(void) { forge(8); }
+
+static void *valid_worker(void *arg) {
+    uint64_t x = (uintptr_t)arg;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        size_t n = 1 + (x >> 33) % 70000;
+        char *p = (x & 1) ? do_malloc(n) : calloc(1, n);
+        memset(p, 7, n);
+        p = do_realloc(p, n / 2 + 1);
+        if (p[0] != 7) abort();
+        do_free(p);
+        void *a = aligned_alloc(64 << (x >> 60 & 7), 100);
+        do_free(a);
+    }
+    return NULL;
+}
+static void valid_use(void) {
+    pthread_t t[3];
+    for (uintptr_t i = 0; i < 3; i++) pthread_create(&t[i], NULL, valid_worker, (void *)(i + 1));
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    _exit(0);
+}
+
+static size_t read_all(int fd, char *buf, size_t cap) {
+    size_t len = 0;
+    ssize_t r;
+    while (len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) > 0) len += (size_t)r;
+    buf[len] = '\0';
+    close(fd);
+    return len;
+}
+
+/* Run fn in a child whose stderr and expected line come back on pipes. A
+ * misuse case must die of SIGABRT having printed exactly the expected line;
+ * valid use must exit 0 having printed nothing. */
+static void run_case(const char *name, case_fn fn, const char *harden) {
+    int err[2], exp[2];
+    if (pipe(err) != 0 || pipe(exp) != 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (harden) setenv("CAGEMALLOC_HARDEN", harden, 1);
+        close(err[0]);
+        close(exp[0]);
+        expect_fd = exp[1];
+        dup2(err[1], 2);
+        fn();
+        _exit(3); /* the case returned: the misuse went unnoticed */
+    }
+    close(err[1]);
+    close(exp[1]);
+    char out[512], want[160];
+    size_t len = read_all(err[0], out, sizeof out);
+    read_all(exp[0], want, sizeof want);
+    int status;
+    waitpid(pid, &status, 0);
+    bool ok = fn == valid_use ? WIFEXITED(status) && WEXITSTATUS(status) == 0 && len == 0
+                              : WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strcmp(out, want) == 0;
+    printf("%-20s%s%s: %s", name, harden ? " HARDEN=" : "", harden ? harden : "", ok ? "ok" : "FAILED");
+    if (!ok) {
+        failures++;
+        printf(" (status 0x%x, expected: %s", status, *want ? want : "a clean exit\n");
+        printf("   got: %s)\n", len ? out : "nothing\n");
+    } else {
+        printf("%s%s", len ? " -> " : "\n", out);
+    }
+}
+
+int main(void) {
+    static const struct {
+        const char *name;
+        case_fn fn;
+    } cases[] = {
+        {"double_free", double_free},         {"double_free_later", double_free_later},
+        {"free_stack", free_stack},           {"free_interior_small", free_interior_small},
+        {"free_interior_large", free_interior_large}, {"free_foreign_mmap", free_foreign_mmap},
+        {"realloc_stack", realloc_stack},     {"double_free_large", double_free_large},
+        {"forged_link_16", forged_link_16},   {"forged_link_8", forged_link_8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, NULL);
+    run_case("valid_use", valid_use, NULL);
+    run_case("valid_use", valid_use, "0");
+    printf("%d failure(s)\n", failures);
+    return failures != 0;
+}
