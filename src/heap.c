@@ -21,6 +21,8 @@
 static cm_desc_stack_t partial[CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
 static cm_desc_stack_t spare_spans[CM_SPAN_ORDERS];
 static _Atomic uintptr_t carve_cursor[CM_SPAN_ORDERS]; /* chunk base | spans used */
+/* Both relaxed throughout: a budget and a timestamp that only steer policy
+ * (keep or retire, scan or not); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
 static _Atomic uint64_t last_decay_ns;                  /* when cm_heap_decay last scanned */
 
@@ -69,6 +71,9 @@ static char *carve_span(unsigned shift) {
 
 /* Make d (owned by the caller, on no list) a superblock of class cls with all
  * blocks out (state FULL): the caller carves them from the fresh span. */
+/* Relaxed stores: d is ours alone here; they are published to other threads
+ * by the release that later puts d on a stack, or by the user's own
+ * synchronisation when a block of it changes hands. */
 static void assign_class(cm_desc_t *d, unsigned cls, unsigned owner) {
     const cm_class_info_t *ci = &cm_class_info[cls];
     atomic_store_explicit(&d->size_class, (uint8_t)cls, memory_order_relaxed);
@@ -250,6 +255,7 @@ bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
 void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     uint32_t head_idx = block_index(d, head);
+    /* relaxed: only a guess for the CAS below, which is acq_rel */
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed), new;
     bool kept = false;
     for (;;) {
