@@ -235,9 +235,14 @@ CM_HIDDEN extern bool cm_harden;          /* CAGEMALLOC_HARDEN; fixed at init */
 CM_HIDDEN extern uintptr_t cm_link_key;   /* per-process random secrets */
 CM_HIDDEN extern uintptr_t cm_check_key;
 
-/* Two xors each way, because this runs on every malloc and free: the link is
- * the next pointer xor a secret; the check word is the link xor the block's
- * own address xor a second secret, so a forged or copied pair is caught. */
+/* Safe-linking, cheap because it runs on every malloc and free: the link is
+ * the next pointer xor a secret xor the block's own address bits (glibc's
+ * PROTECT_PTR idea), and the check word is the link xor the block's address
+ * xor a second secret, so a forged or copied pair is caught. A decoded link
+ * must also be 16-byte aligned, like every block. (A cache list mixes
+ * superblocks, so "same superblock" cannot be checked per link; the keyed
+ * check word is the stronger test.) */
+CM_INLINE uintptr_t cm_link_mask(const void *block) { return cm_link_key ^ ((uintptr_t)block >> 12); }
 CM_INLINE uintptr_t cm_link_check(const void *block, uintptr_t link) {
     return link ^ (uintptr_t)block ^ cm_check_key;
 }
@@ -247,34 +252,33 @@ CM_INLINE void cm_block_set_next(void *block, void *next) {
         b->link = (uintptr_t)next;
         return;
     }
-    uintptr_t link = (uintptr_t)next ^ cm_link_key;
+    uintptr_t link = (uintptr_t)next ^ cm_link_mask(block);
     b->link = link;
     b->check = cm_link_check(block, link);
 }
-/* The block after `block`, which is about to be handed out; aborts if its
- * words were tampered with (before the forged link can be followed). */
-CM_INLINE void *cm_block_next_checked(const void *block) {
+/* The block after `block` on a free list, verified; func names the caller
+ * in the report if the block's words were tampered with. */
+CM_INLINE void *cm_block_decode(const void *block, const char *func) {
     const cm_free_block_t *b = (const cm_free_block_t *)block;
     uintptr_t link = b->link;
     if (!cm_harden) return (void *)link;
-    if (cm_unlikely(b->check != cm_link_check(block, link))) cm_fatal("malloc", "corrupted free list", block);
-    return (void *)(link ^ cm_link_key);
+    uintptr_t next = link ^ cm_link_mask(block);
+    if (cm_unlikely(b->check != cm_link_check(block, link) || (next & 15) != 0))
+        cm_fatal(func, "corrupted free list", block);
+    return (void *)next;
 }
+/* The next block of one about to be handed out (checked before the forged
+ * link could be followed), and of one being walked by a flush. */
+CM_INLINE void *cm_block_next_checked(const void *block) { return cm_block_decode(block, "malloc"); }
+CM_INLINE void *cm_block_peek_next(const void *block) { return cm_block_decode(block, "free"); }
 /* A block handed out must never look free: clear its check word. */
 CM_INLINE void cm_block_mark_used(void *block) {
     if (cm_harden) ((cm_free_block_t *)block)->check = 0;
 }
-/* The block after `block` without taking it (flush walks). */
-CM_INLINE void *cm_block_peek_next(const void *block) {
-    const cm_free_block_t *b = (const cm_free_block_t *)block;
-    if (!cm_harden) return (void *)b->link;
-    if (cm_unlikely(b->check != cm_link_check(block, b->link))) cm_fatal("free", "corrupted free list", block);
-    return (void *)(b->link ^ cm_link_key);
-}
 /* The decoded link of a block believed free, unchecked (racy walks). */
 CM_INLINE void *cm_block_link_unchecked(const void *block) {
     const cm_free_block_t *b = (const cm_free_block_t *)block;
-    return (void *)(cm_harden ? b->link ^ cm_link_key : b->link);
+    return (void *)(cm_harden ? b->link ^ cm_link_mask(block) : b->link);
 }
 /* True if block carries a valid check word, i.e. looks already free. */
 CM_INLINE bool cm_block_looks_free(const void *block) {
