@@ -45,5 +45,18 @@ static inline int threads_arg(int argc, char **argv) {
     return t < 1 ? 1 : t > 64 ? 64 : t;
 }
 
-static inline void report(double seconds) { printf("RESULT seconds=%.6f\n", seconds); }
+/* Peak resident set of this process image, read from the kernel at exit. The
+ * parent's rusage is no use: its ru_maxrss includes the runner's own memory
+ * from before exec (fork copies it), which hid small heaps entirely. */
+static inline long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+static inline void report(double seconds) { printf("RESULT seconds=%.6f rss_kib=%ld\n", seconds, peak_rss_kib()); }
 #endif

@@ -1,11 +1,13 @@
 /* fastpath: one thread, nanoseconds per malloc+free pair of one size, for
  * 16 B to 1 KiB, calling through volatile pointers and touching each block
- * so that no pair can be optimised away. */
+ * so that no pair can be optimised away. FASTPATH_PAIRS sets the pairs per
+ * size (default 10M): two runs under valgrind --tool=callgrind with
+ * different counts give instructions per pair (see BENCHMARKS.md). */
 #include "common.h"
 
-#define PAIRS 10000000
-
 int main(void) {
+    const char *env = getenv("FASTPATH_PAIRS");
+    const long PAIRS = env ? atol(env) : 10000000;
     static const size_t sizes[] = {16, 32, 64, 128, 256, 512, 1024};
     enum { NSIZES = sizeof sizes / sizeof sizes[0] };
     double ns[NSIZES], total = 0, start_all = now_seconds();
@@ -23,6 +25,6 @@ int main(void) {
     }
     printf("RESULT seconds=%.6f", now_seconds() - start_all);
     for (int s = 0; s < NSIZES; s++) printf(" ns%zu=%.2f", sizes[s], ns[s]);
-    printf(" ns_mean=%.2f sink=%u\n", total / NSIZES, sink & 1);
+    printf(" ns_mean=%.2f sink=%u rss_kib=%ld\n", total / NSIZES, sink & 1, peak_rss_kib());
     return 0;
 }
