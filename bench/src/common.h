@@ -3,6 +3,7 @@
  * through volatile pointers (so the compiler cannot drop or merge them). */
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,26 @@ static inline long peak_rss_kib(void) {
         if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
     if (f) fclose(f);
     return kib;
+}
+
+/* Run fn((void *)i) in threads i = 0..threads-1; the seconds until all end. */
+static inline double run_threads(int threads, void *(*fn)(void *)) {
+    pthread_t t[64];
+    double start = now_seconds();
+    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, fn, (void *)(uintptr_t)i);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    return now_seconds() - start;
+}
+
+/* Hoard's inner loop: allocate an 8-byte object, write it `writes` times,
+ * check it, free it; `count` times. */
+static inline void churn_small_objects(unsigned char tag, int count, int writes) {
+    for (int i = 0; i < count; i++) {
+        volatile unsigned char *o = bench_malloc(8);
+        for (int w = 0; w < writes; w++) o[w & 7] = (unsigned char)(tag + w);
+        if (o[(writes - 1) & 7] != (unsigned char)(tag + writes - 1)) abort();
+        bench_free((void *)o);
+    }
 }
 
 static inline void report(double seconds) { printf("RESULT seconds=%.6f rss_kib=%ld\n", seconds, peak_rss_kib()); }

@@ -3,8 +3,6 @@
  * pages are faulted in) and checking the marks before the free. On this VM,
  * mapping and faulting every large block anew made jemalloc and mimalloc 7x
  * slower than glibc. */
-#include <pthread.h>
-
 #include "common.h"
 
 #define STEPS 1000 /* in all, split across the threads */
@@ -35,10 +33,6 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int threads = threads_arg(argc, argv);
     steps_per_thread = STEPS / threads;
-    pthread_t t[64];
-    double start = now_seconds();
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
-    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    report(now_seconds() - start);
+    report(run_threads(threads, worker));
     return 0;
 }

@@ -3,8 +3,6 @@
  * 16..1024 bytes, mark). Between rounds the arrays rotate between threads,
  * so most blocks are freed by a thread other than the one that allocated
  * them. */
-#include <pthread.h>
-
 #include "common.h"
 
 #define SLOTS 1000
@@ -44,11 +42,7 @@ int main(int argc, char **argv) {
     ops_per_thread = OPS / threads;
     pthread_barrier_init(&barrier, NULL, (unsigned)threads);
     for (int i = 0; i < threads; i++) arrays[i] = calloc(SLOTS, sizeof(struct slot));
-    pthread_t t[64];
-    double start = now_seconds();
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
-    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    double elapsed = now_seconds() - start;
+    double elapsed = run_threads(threads, worker);
     for (int i = 0; i < threads; i++) {
         for (int k = 0; k < SLOTS; k++) bench_free(arrays[i][k].p);
         free(arrays[i]);

@@ -1,8 +1,6 @@
 /* mixed: each thread keeps 2000 live blocks and applies random operations:
  * allocate (80% 8-512 B, 15% 512 B-16 KiB, 5% 16-256 KiB), reallocate a
  * live block to a new random size (its marks must survive), or free. */
-#include <pthread.h>
-
 #include "common.h"
 
 #define LIVE 2000
@@ -49,10 +47,6 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int threads = threads_arg(argc, argv);
     ops_per_thread = OPS / threads;
-    pthread_t t[64];
-    double start = now_seconds();
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
-    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    report(now_seconds() - start);
+    report(run_threads(threads, worker));
     return 0;
 }

@@ -1,8 +1,6 @@
 /* threadtest (the thesis's benchmark): 100 rounds in all, split across the
  * threads; in a round a thread allocates 100,000 blocks of 64 bytes, writes
  * each, then checks and frees them in allocation order. */
-#include <pthread.h>
-
 #include "common.h"
 
 #define ROUNDS 100
@@ -31,10 +29,6 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int threads = threads_arg(argc, argv);
     rounds_per_thread = ROUNDS / threads > 0 ? ROUNDS / threads : 1;
-    pthread_t t[64];
-    double start = now_seconds();
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, NULL);
-    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    report(now_seconds() - start);
+    report(run_threads(threads, worker));
     return 0;
 }
