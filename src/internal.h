@@ -14,14 +14,16 @@
  *  anchor      a descriptor's 64-bit status word {state, avail, count},
  *              changed only by CAS. avail = index of the first free block of
  *              the superblock's own free list, count = its length.
- *  page map    address -> 32-bit entry {descriptor ref, class} for every
- *              64 KiB unit we own; free() finds a block's class with it.
+ *  page map    address -> 32-bit entry {descriptor ref, owner tag, class}
+ *              for every 64 KiB unit we own; free() finds a block's class
+ *              and whether its superblock is this thread's with it.
  *  thread cache per thread and class, a singly linked list of free blocks and
  *              a count: malloc pops, free pushes, no atomic instruction. When
  *              empty it is refilled from the heap; when over its bound, a batch
- *              is flushed back, one CAS per superblock.
- *  heap        per class a lock-free stack of PARTIAL superblocks, plus stacks
- *              of retired spans for reuse.
+ *              is flushed back, one CAS per superblock. Blocks of superblocks
+ *              another thread took go to a remote list, returned the same way.
+ *  heap        per class lock-free stacks of PARTIAL superblocks (sharded by
+ *              owner tag), plus stacks of retired spans for reuse.
  *
  * Superblock states (anchor.state):
  *  FULL      no free block on its own list (all are in use, in thread caches,
