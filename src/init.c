@@ -1,8 +1,8 @@
 /* init.c: process-wide initialisation, done by the first allocation.
  *
- * No thread ever waits for another to finish initialising: every step is
- * either idempotent (options: all racers store the same values) or a CAS race
- * whose losers undo their own work (descriptor region, secrets, exit key).
+ * No thread ever waits for another to finish initialising: every step is a
+ * CAS race, in which losers undo their own work (descriptor region, secrets,
+ * exit key) or, for settings, simply find the value already written.
  * Each racer completes every step itself before it allocates. */
 #include "internal.h"
 
@@ -42,8 +42,7 @@ static bool init_descriptor_region(void) {
 }
 
 void cm_init_slow(void) {
-    cm_options_load();
-    __atomic_store_n(&cm_harden, cm_options.harden, __ATOMIC_RELAXED);
+    cm_options_load(); /* sets cm_harden too */
     init_secret(&cm_link_key);
     init_secret(&cm_check_key);
     if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */

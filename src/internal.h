@@ -188,7 +188,6 @@ CM_HIDDEN uint64_t cm_os_now_ns(void);
 /* ---------------------------------------------------------------- options */
 typedef struct cm_options {
     bool show_stats;          /* CAGEMALLOC_SHOW_STATS */
-    bool harden;              /* CAGEMALLOC_HARDEN (default on) */
     size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: most bytes of empty superblocks kept committed */
     size_t large_cache;       /* CAGEMALLOC_LARGE_CACHE: bytes of freed large mappings kept */
     uint64_t decay_ns;        /* CAGEMALLOC_DECAY_MS: kept memory idle this long goes back to the OS */

@@ -4,7 +4,7 @@
 #include "internal.h"
 
 #define DEFAULT_OPTIONS                                                                            \
-    {.show_stats = false, .harden = true, .empty_keep = 64u << 20, .large_cache = 64u << 20,             \
+    {.show_stats = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
      .decay_ns = 1000ull * 1000000ull}
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
@@ -30,18 +30,28 @@ static bool env_flag(const char *name, bool fallback) {
     return !(s[0] == '0' || s[0] == 'n' || s[0] == 'N' || s[0] == 'f' || s[0] == 'F');
 }
 
-/* Called by every thread that races through init; all compute the same
- * values, so the duplicate (atomic, relaxed) stores are harmless. */
+/* Change a setting from its default to v, once: every thread racing through
+ * init computes the same v, the first one's CAS writes it and the others'
+ * CAS fails and writes nothing. So no store ever races with the plain reads
+ * of the settings elsewhere, and the acquire of a failed CAS (or of
+ * cm_initialized) orders those reads after the one write. */
+#define SET_ONCE(var, dflt, v)                                                                              \
+    do {                                                                                                    \
+        __typeof__(var) expected_ = (dflt), value_ = (v);                                                   \
+        if (value_ != expected_)                                                                            \
+            __atomic_compare_exchange_n(&(var), &expected_, value_, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE); \
+    } while (0)
+
 void cm_options_load(void) {
-    cm_options_t o = DEFAULT_OPTIONS;
+    const cm_options_t d = DEFAULT_OPTIONS;
+    cm_options_t o = d;
     o.show_stats = env_flag("CAGEMALLOC_SHOW_STATS", false);
-    o.harden = env_flag("CAGEMALLOC_HARDEN", true);
     o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep);
     o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache);
     o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000) * 1000000ull;
-    __atomic_store_n(&cm_options.show_stats, o.show_stats, __ATOMIC_RELAXED);
-    __atomic_store_n(&cm_options.harden, o.harden, __ATOMIC_RELAXED);
-    __atomic_store_n(&cm_options.empty_keep, o.empty_keep, __ATOMIC_RELAXED);
-    __atomic_store_n(&cm_options.large_cache, o.large_cache, __ATOMIC_RELAXED);
-    __atomic_store_n(&cm_options.decay_ns, o.decay_ns, __ATOMIC_RELAXED);
+    SET_ONCE(cm_options.show_stats, d.show_stats, o.show_stats);
+    SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
+    SET_ONCE(cm_options.large_cache, d.large_cache, o.large_cache);
+    SET_ONCE(cm_options.decay_ns, d.decay_ns, o.decay_ns);
+    SET_ONCE(cm_harden, true, env_flag("CAGEMALLOC_HARDEN", true)); /* read on hot paths: a plain bool */
 }
