@@ -14,13 +14,8 @@ void *cm_alloc_generic(size_t size, bool zero) {
         errno = ENOMEM;
         return NULL;
     }
-    if (size <= CM_SMALL_MAX) {
-        unsigned cls = cm_size_to_class(size);
-        if (!cm_tcache.bins[cls].head) return cm_tcache_refill_alloc(cls, zero);
-        void *p = cm_alloc_class(cls);
-        if (zero) memset(p, 0, size);
-        return p;
-    }
+    if (size <= CM_SMALL_MAX) /* calloc with an empty bin: the refill zeroes (or knows it is zero) */
+        return cm_tcache_refill_alloc(cm_size_to_class(size), zero);
     cm_ensure_init();
     void *p = cm_large_alloc(size, 0, zero);
     if (!p) errno = ENOMEM;
@@ -102,8 +97,8 @@ void *cm_impl_calloc(size_t count, size_t size) {
         return NULL;
     }
     if (cm_likely(total <= CM_SMALL_MAX)) {
-        unsigned cls = cm_size_to_class(total);
-        if (cm_likely(cm_tcache.bins[cls].head != NULL)) return memset(cm_alloc_class(cls), 0, total);
+        cm_bin_t *bin = &cm_tcache.bins[cm_size_to_class(total)];
+        if (cm_likely(bin->head != NULL)) return memset(cm_bin_pop(bin), 0, total);
     }
     return cm_alloc_generic(total, true);
 }
