@@ -47,9 +47,9 @@ static bool list_contains(void *head, uint32_t max_steps, const void *p) {
     return false;
 }
 
-/* p carries a free block's check word. Confirm before aborting: is it on this
+/* p carries a free block's tag. Confirm before aborting: is it on this
  * thread's cache list, or on its superblock's own free list? If neither, the
- * user's data matched a keyed check by chance (or the block sits in another
+ * user's data matched the tag by chance (or the block sits in another
  * thread's cache, which we cannot see without racing): carry on. The walk of
  * the superblock list is racy by nature, so it stops at the first link that
  * does not verify instead of treating it as corruption. */
@@ -64,16 +64,18 @@ void cm_free_suspect(void *p, unsigned cls) {
     char *b = d->base + (size_t)cm_anchor_avail(a) * d->block_size;
     for (uint32_t i = 0; i < cm_anchor_count(a); i++) {
         if (b == p) cm_fatal("free", "double free", p);
-        if (!cm_block_looks_free(b)) return;
-        b = cm_block_link_unchecked(b);
+        b = cm_block_next_if_valid(b);
         if (!b || cm_heap_desc_of(b) != d) return;
     }
 }
 
 /* The rest of free for a bin at its limit, a remote block, or a block that
- * looks free. A thread not started yet has tag 0 and limit 0: the flush path
- * starts it. */
-void cm_free_checked_slow(void *p, unsigned cls, uint32_t entry) {
+ * looks free (p is a checked small block). A thread not started yet has tag
+ * 0 and limit 0: the flush path starts it. The page-map entry is read again
+ * here, so the fast path keeps fewer values live for this tail call. */
+void cm_free_checked_slow(void *p) {
+    uint32_t entry = cm_pagemap_get((uintptr_t)p);
+    unsigned cls = cm_entry_class(entry);
     if (cm_block_looks_free(p)) cm_free_suspect(p, cls);
     cm_tcache_t *tc = &cm_tcache;
     if (tc->state == CM_TC_ACTIVE && cm_entry_owner(entry) != tc->tag) {

@@ -13,7 +13,7 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
-CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p, unsigned cls, uint32_t entry);
+CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p);
 
 /* Pop a block of class cls from this thread's cache, refilling if empty. */
 CM_INLINE void *cm_alloc_class(unsigned cls) {
@@ -54,7 +54,7 @@ CM_INLINE void cm_free_inline(void *p) {
             cm_bin_push(bin, p);
             return;
         }
-        cm_free_checked_slow(p, cls, entry);
+        cm_free_checked_slow(p);
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */

@@ -9,15 +9,23 @@
 _Atomic int cm_initialized;
 bool cm_harden = true;
 uintptr_t cm_link_key;
-uintptr_t cm_check_key;
 
-/* Publish a nonzero random secret exactly once; every racer ends with the
- * winner's value, so links encoded by any thread decode in every other. */
-static void init_secret(uintptr_t *slot) {
+/* Bits of the link key's tag (see internal.h) fixed so that common data in a
+ * block's first word never carries the tag and looks free: bit 55, the top
+ * bit of byte 6, is clear in pointers, small integers and ASCII text; bit 63,
+ * the sign bit, is set in small negative integers. */
+#define TAG_ONE ((uintptr_t)1 << 55)
+#define TAG_ZERO ((uintptr_t)1 << 63)
+
+/* Publish the random link key exactly once; every racer ends with the
+ * winner's value (never 0, as TAG_ONE is set), so links encoded by any
+ * thread decode in every other. */
+static void init_link_key(void) {
     uintptr_t mine = 0, none = 0;
-    if (__atomic_load_n(slot, __ATOMIC_ACQUIRE)) return;
-    while (mine == 0) cm_os_random(&mine, sizeof mine);
-    __atomic_compare_exchange_n(slot, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&cm_link_key, __ATOMIC_ACQUIRE)) return;
+    cm_os_random(&mine, sizeof mine);
+    mine = (mine | TAG_ONE) & ~TAG_ZERO;
+    __atomic_compare_exchange_n(&cm_link_key, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /* Reserve the descriptor region, smaller if the address-space limit says
@@ -43,8 +51,7 @@ static bool init_descriptor_region(void) {
 
 void cm_init_slow(void) {
     cm_options_load(); /* sets cm_harden too */
-    init_secret(&cm_link_key);
-    init_secret(&cm_check_key);
+    init_link_key();
     if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */
     cm_tcache_global_init();
     /* release: a thread that sees the flag sees everything above */

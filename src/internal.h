@@ -222,69 +222,75 @@ CM_HIDDEN void cm_heap_decay(void);
 CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small block of ours */
 
 /* ---------------------------------------------------------------- free-list links */
-/* Each free block starts with two words: the encoded link to the next block,
- * and a check word that is a keyed function of the link and the block's own
- * address (safe-linking with a MAC). A use-after-free write that changes
- * either is caught when the block is next taken from a list, and the check
- * word also marks the block as free, which catches most double frees. */
+/* A free block's first word is the encoded link to the next free block
+ * (safe-linking): the next pointer xor a per-process secret xor the block's
+ * own address bits (glibc's PROTECT_PTR idea).
+ *
+ * Every block lies below 2^47 on 16 bytes, so a valid word carries the
+ * secret's top 17 bits unchanged (the tag), and decodes to a pointer with
+ * its top 17 and low 4 bits clear. Decoding checks both, so a corrupted link
+ * aborts instead of being followed: a pointer or 4-byte value written over
+ * the word's upper half changes the tag, and a write to its low byte (a
+ * counter, a flag) moves the decoded pointer off 16 bytes (15 times in 16).
+ * A decoded link is not checked to lie in the same superblock, as a cache
+ * list mixes superblocks; without the secret it cannot be aimed at all.
+ *
+ * The tag also marks the block as free, which catches double frees cheaply:
+ * a block handed out has its first word cleared, so only user data that
+ * happens to carry the tag (confirmed by a list walk) looks free. One word,
+ * which both fast paths read or write anyway: hardening adds no memory
+ * traffic, only a few register operations. */
 typedef struct cm_free_block {
     uintptr_t link;
-    uintptr_t check;
 } cm_free_block_t;
 
-CM_HIDDEN extern bool cm_harden;          /* CAGEMALLOC_HARDEN; fixed at init */
-CM_HIDDEN extern uintptr_t cm_link_key;   /* per-process random secrets */
-CM_HIDDEN extern uintptr_t cm_check_key;
+CM_HIDDEN extern bool cm_harden;         /* CAGEMALLOC_HARDEN; fixed at init */
+CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
-/* Safe-linking, cheap because it runs on every malloc and free: the link is
- * the next pointer xor a secret xor the block's own address bits (glibc's
- * PROTECT_PTR idea), and the check word is the link xor the block's address
- * xor a second secret, so a forged or copied pair is caught. A decoded link
- * must also be 16-byte aligned, like every block. (A cache list mixes
- * superblocks, so "same superblock" cannot be checked per link; the keyed
- * check word is the stronger test.) */
-CM_INLINE uintptr_t cm_link_mask(const void *block) { return cm_link_key ^ ((uintptr_t)block >> 12); }
-CM_INLINE uintptr_t cm_link_check(const void *block, uintptr_t link) {
-    return link ^ (uintptr_t)block ^ cm_check_key;
+#define CM_LINK_TAG_SHIFT 47                                        /* tag = bits 47..63 */
+#define CM_LINK_INVALID ((~(uintptr_t)0 << CM_LINK_TAG_SHIFT) | 15) /* set in no decoded link */
+
+CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
+    uintptr_t link = (uintptr_t)next;
+    if (cm_harden) link ^= cm_link_key ^ ((uintptr_t)block >> 12);
+    return link;
 }
 CM_INLINE void cm_block_set_next(void *block, void *next) {
-    cm_free_block_t *b = (cm_free_block_t *)block;
-    if (!cm_harden) {
-        b->link = (uintptr_t)next;
-        return;
-    }
-    uintptr_t link = (uintptr_t)next ^ cm_link_mask(block);
-    b->link = link;
-    b->check = cm_link_check(block, link);
+    ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
+}
+/* The link of hardened `block` decoded: a block, NULL, or a value with
+ * CM_LINK_INVALID bits set if the word was not written by cm_block_set_next. */
+CM_INLINE uintptr_t cm_block_decode_raw(const void *block) {
+    uintptr_t link = ((const cm_free_block_t *)block)->link;
+    return link ^ cm_link_key ^ ((uintptr_t)block >> 12);
 }
 /* The block after `block` on a free list, verified; func names the caller
- * in the report if the block's words were tampered with. */
+ * in the report if the block's link was tampered with. */
 CM_INLINE void *cm_block_decode(const void *block, const char *func) {
-    const cm_free_block_t *b = (const cm_free_block_t *)block;
-    uintptr_t link = b->link;
-    if (!cm_harden) return (void *)link;
-    uintptr_t next = link ^ cm_link_mask(block);
-    if (cm_unlikely(b->check != cm_link_check(block, link) || (next & 15) != 0))
-        cm_fatal(func, "corrupted free list", block);
+    if (!cm_harden) return (void *)((const cm_free_block_t *)block)->link;
+    uintptr_t next = cm_block_decode_raw(block);
+    if (cm_unlikely(next & CM_LINK_INVALID)) cm_fatal(func, "corrupted free list", block);
     return (void *)next;
 }
 /* The next block of one about to be handed out (checked before the forged
  * link could be followed), and of one being walked by a flush. */
 CM_INLINE void *cm_block_next_checked(const void *block) { return cm_block_decode(block, "malloc"); }
 CM_INLINE void *cm_block_peek_next(const void *block) { return cm_block_decode(block, "free"); }
-/* A block handed out must never look free: clear its check word. */
+/* A block handed out must never look free: clear its tag. */
 CM_INLINE void cm_block_mark_used(void *block) {
-    if (cm_harden) ((cm_free_block_t *)block)->check = 0;
+    if (cm_harden) ((cm_free_block_t *)block)->link = 0;
 }
-/* The decoded link of a block believed free, unchecked (racy walks). */
-CM_INLINE void *cm_block_link_unchecked(const void *block) {
-    const cm_free_block_t *b = (const cm_free_block_t *)block;
-    return (void *)(cm_harden ? b->link ^ cm_link_mask(block) : b->link);
+/* The decoded link of a block believed free, NULL if it does not verify
+ * (racy walks, which stop there). */
+CM_INLINE void *cm_block_next_if_valid(const void *block) {
+    if (!cm_harden) return (void *)((const cm_free_block_t *)block)->link;
+    uintptr_t next = cm_block_decode_raw(block);
+    return next & CM_LINK_INVALID ? NULL : (void *)next;
 }
-/* True if block carries a valid check word, i.e. looks already free. */
+/* True if block's first word carries the tag, i.e. it looks already free. */
 CM_INLINE bool cm_block_looks_free(const void *block) {
-    const cm_free_block_t *b = (const cm_free_block_t *)block;
-    return cm_harden && b->check == cm_link_check(block, b->link);
+    uintptr_t link = ((const cm_free_block_t *)block)->link;
+    return cm_harden && ((link ^ cm_link_key) >> CM_LINK_TAG_SHIFT) == 0;
 }
 
 /* ---------------------------------------------------------------- large blocks */
@@ -346,9 +352,10 @@ CM_INLINE void *cm_bin_pop(cm_bin_t *bin) { /* bin->head != NULL */
 CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
     void *head = bin->head;
     uint32_t count = bin->count;
+    uintptr_t link = cm_link_encode(p, head);
     bin->head = p;
     bin->count = count + 1;
-    cm_block_set_next(p, head);
+    ((cm_free_block_t *)p)->link = link;
 }
 
 CM_HIDDEN CM_NOINLINE void *cm_tcache_refill_alloc(unsigned cls, bool zero);

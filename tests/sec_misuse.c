@@ -79,12 +79,12 @@ static void double_free_large(void) {
     do_free(p);
     do_free(p);
 }
-/* A use-after-free write over a freed block's first `bytes` bytes. */
-static void forge(size_t bytes) {
+/* A use-after-free write over a freed block's first word: the next malloc
+ * of its class must abort, not hand out the forged or a wild address. */
+static void write_after_free(void (*write)(char *freed)) {
     char *p = do_malloc(64);
-    void *forged[2] = {forged_target, forged_target};
     do_free(p);
-    memcpy(p, forged, bytes);
+    write(p);
     expect("malloc", "corrupted free list", p);
     for (int i = 0; i < 3; i++)
         if ((char *)do_malloc(64) == forged_target) {
@@ -92,8 +92,23 @@ static void forge(size_t bytes) {
             _exit(0);
         }
 }
-static void forged_link_16(void) { forge(16); }
-static void forged_link_8(void) { forge(8); }
+static void write_pointer(char *freed) {
+    void *target = forged_target;
+    memcpy(freed, &target, sizeof target);
+}
+static void write_int_at_4(char *freed) {
+    uint32_t v = 0x12345678;
+    memcpy(freed + 4, &v, sizeof v);
+}
+static void decrement_first_word(char *freed) {
+    uintptr_t w;
+    memcpy(&w, freed, sizeof w);
+    w--;
+    memcpy(freed, &w, sizeof w);
+}
+static void forged_link(void) { write_after_free(write_pointer); }
+static void uaf_int_at_4(void) { write_after_free(write_int_at_4); }
+static void uaf_decrement(void) { write_after_free(decrement_first_word); }
 
 static void *valid_worker(void *arg) {
     uint64_t x = (uintptr_t)arg;
@@ -170,7 +185,8 @@ int main(void) {
         {"free_stack", free_stack},           {"free_interior_small", free_interior_small},
         {"free_interior_large", free_interior_large}, {"free_foreign_mmap", free_foreign_mmap},
         {"realloc_stack", realloc_stack},     {"double_free_large", double_free_large},
-        {"forged_link_16", forged_link_16},   {"forged_link_8", forged_link_8},
+        {"forged_link", forged_link},         {"uaf_int_at_4", uaf_int_at_4},
+        {"uaf_decrement", uaf_decrement},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, NULL);
     run_case("valid_use", valid_use, NULL);
