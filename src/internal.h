@@ -252,7 +252,7 @@ CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
 CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
     uintptr_t link = (uintptr_t)next;
-    if (cm_harden) link ^= cm_link_key ^ ((uintptr_t)block >> 12);
+    if (cm_likely(cm_harden)) link ^= cm_link_key ^ ((uintptr_t)block >> 12);
     return link;
 }
 CM_INLINE void cm_block_set_next(void *block, void *next) {
@@ -267,7 +267,7 @@ CM_INLINE uintptr_t cm_block_decode_raw(const void *block) {
 /* The block after `block` on a free list, verified; func names the caller
  * in the report if the block's link was tampered with. */
 CM_INLINE void *cm_block_decode(const void *block, const char *func) {
-    if (!cm_harden) return (void *)((const cm_free_block_t *)block)->link;
+    if (cm_unlikely(!cm_harden)) return (void *)((const cm_free_block_t *)block)->link;
     uintptr_t next = cm_block_decode_raw(block);
     if (cm_unlikely(next & CM_LINK_INVALID)) cm_fatal(func, "corrupted free list", block);
     return (void *)next;
@@ -278,19 +278,19 @@ CM_INLINE void *cm_block_next_checked(const void *block) { return cm_block_decod
 CM_INLINE void *cm_block_peek_next(const void *block) { return cm_block_decode(block, "free"); }
 /* A block handed out must never look free: clear its tag. */
 CM_INLINE void cm_block_mark_used(void *block) {
-    if (cm_harden) ((cm_free_block_t *)block)->link = 0;
+    if (cm_likely(cm_harden)) ((cm_free_block_t *)block)->link = 0;
 }
 /* The decoded link of a block believed free, NULL if it does not verify
  * (racy walks, which stop there). */
 CM_INLINE void *cm_block_next_if_valid(const void *block) {
-    if (!cm_harden) return (void *)((const cm_free_block_t *)block)->link;
+    if (cm_unlikely(!cm_harden)) return (void *)((const cm_free_block_t *)block)->link;
     uintptr_t next = cm_block_decode_raw(block);
     return next & CM_LINK_INVALID ? NULL : (void *)next;
 }
 /* True if block's first word carries the tag, i.e. it looks already free. */
 CM_INLINE bool cm_block_looks_free(const void *block) {
     uintptr_t link = ((const cm_free_block_t *)block)->link;
-    return cm_harden && ((link ^ cm_link_key) >> CM_LINK_TAG_SHIFT) == 0;
+    return cm_likely(cm_harden) && ((link ^ cm_link_key) >> CM_LINK_TAG_SHIFT) == 0;
 }
 
 /* ---------------------------------------------------------------- large blocks */
