@@ -290,7 +290,8 @@ static void add_run(flush_groups_t *gs, void *head, void *tail, uint32_t n) {
  * are. Returns the rest of the list. */
 static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows) {
     uintptr_t other_span = ~(uintptr_t)cm_class_info[cls].span_mask;
-    flush_groups_t gs = {.n = 0};
+    flush_groups_t gs;
+    gs.n = 0; /* only the first n groups are ever read: no 0.5 KiB clear per flush */
     void *run_head = head, *run_tail = head;
     uint32_t run_n = 1;
     for (uint32_t i = 1; i < n; i++) {
