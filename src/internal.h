@@ -287,10 +287,11 @@ CM_INLINE void *cm_block_next_if_valid(const void *block) {
     uintptr_t next = cm_block_decode_raw(block);
     return next & CM_LINK_INVALID ? NULL : (void *)next;
 }
-/* True if block's first word carries the tag, i.e. it looks already free. */
+/* True if block's first word carries the tag, i.e. it looks already free.
+ * (The address bits do not reach the tag; they are xored in anyway, so free
+ * computes the block's mask once for this probe and for its new link.) */
 CM_INLINE bool cm_block_looks_free(const void *block) {
-    uintptr_t link = ((const cm_free_block_t *)block)->link;
-    return cm_likely(cm_harden) && ((link ^ cm_link_key) >> CM_LINK_TAG_SHIFT) == 0;
+    return cm_likely(cm_harden) && (cm_block_decode_raw(block) >> CM_LINK_TAG_SHIFT) == 0;
 }
 
 /* ---------------------------------------------------------------- large blocks */
