@@ -231,7 +231,10 @@ CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small blo
  * its top 17 and low 4 bits clear. Decoding checks both, so a corrupted link
  * aborts instead of being followed: a pointer or 4-byte value written over
  * the word's upper half changes the tag, and a write to its low byte (a
- * counter, a flag) moves the decoded pointer off 16 bytes (15 times in 16).
+ * counter, a flag) moves the decoded pointer off 16 bytes (15 times in 16);
+ * a write confined to bytes 1-5 is not caught here. (A second, keyed check
+ * word caught that too, but cost a store per free and half again the
+ * instructions: BENCHMARKS.md.)
  * A decoded link is not checked to lie in the same superblock, as a cache
  * list mixes superblocks; without the secret it cannot be aimed at all.
  *
