@@ -261,8 +261,9 @@ CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
 }
-/* The link of hardened `block` decoded: a block, NULL, or a value with
- * CM_LINK_INVALID bits set if the word was not written by cm_block_set_next. */
+/* The link of hardened `block` decoded: a block or NULL if cm_block_set_next
+ * wrote the word; for other words, almost always a value with CM_LINK_INVALID
+ * bits set (the checks below). */
 CM_INLINE uintptr_t cm_block_decode_raw(const void *block) {
     uintptr_t link = ((const cm_free_block_t *)block)->link;
     return link ^ cm_link_key ^ ((uintptr_t)block >> 12);
@@ -291,8 +292,8 @@ CM_INLINE void *cm_block_next_if_valid(const void *block) {
     return next & CM_LINK_INVALID ? NULL : (void *)next;
 }
 /* True if block's first word carries the tag, i.e. it looks already free.
- * (The address bits do not reach the tag; they are xored in anyway, so free
- * computes the block's mask once for this probe and for its new link.) */
+ * (The address bits do not reach the tag; decoding the whole word anyway
+ * shares the key and address terms with the link free writes next.) */
 CM_INLINE bool cm_block_looks_free(const void *block) {
     return cm_likely(cm_harden) && (cm_block_decode_raw(block) >> CM_LINK_TAG_SHIFT) == 0;
 }
