@@ -49,10 +49,18 @@ CM_INLINE void cm_free_inline(void *p) {
         /* the rare cases (full bin, a block of another thread's superblock,
          * a block that looks free already) leave by a tail call, so the fast
          * path keeps no registers to save and restore */
-        if (cm_likely(bin->count < bin->limit && cm_entry_owner(entry) == cm_tcache.tag &&
-                      !cm_block_looks_free(p))) {
-            cm_bin_push(bin, p);
-            return;
+        if (cm_likely(bin->count < bin->limit && cm_entry_owner(entry) == cm_tcache.tag)) {
+            /* hardened and not, two whole paths: merged, gcc recomputes
+             * the bin's address after the join (4 more instructions) */
+            if (cm_likely(cm_harden)) {
+                if (cm_likely(!cm_block_tagged(p))) {
+                    cm_bin_push_as(bin, p, true);
+                    return;
+                }
+            } else {
+                cm_bin_push_as(bin, p, false);
+                return;
+            }
         }
         cm_free_checked_slow(p);
         return;

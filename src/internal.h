@@ -224,25 +224,27 @@ CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small blo
 /* ---------------------------------------------------------------- free-list links */
 /* A free block's first word is the encoded link to the next free block
  * (safe-linking): the next pointer xor a per-process secret xor the block's
- * own address bits (glibc's PROTECT_PTR idea).
+ * own address (glibc's PROTECT_PTR idea; glibc shifts the address right by
+ * 12 to bring its random bits down, which a random secret makes unneeded).
  *
  * Every block lies below 2^47 on 16 bytes, so a valid word carries the
- * secret's top 17 bits unchanged (the tag), and decodes to a pointer with
- * its top 17 and low 4 bits clear. Decoding checks both, so a corrupted link
- * aborts instead of being followed: a pointer or 4-byte value written over
- * the word's upper half changes the tag, and a write to its low byte (a
- * counter, a flag) moves the decoded pointer off 16 bytes (15 times in 16);
- * a write confined to bytes 1-5 is not caught here. (A second, keyed check
- * word caught that too, but cost a store per free and half again the
+ * secret's top 17 bits and low 4 bits unchanged, and decodes to a pointer
+ * with its top 17 and low 4 bits clear. Decoding checks both, so a corrupted
+ * link aborts instead of being followed: a pointer or 4-byte value written
+ * over the word's upper half changes the top bits, and a write to its low
+ * byte (a counter, a flag) moves the decoded pointer off 16 bytes (15 times
+ * in 16); a write confined to bytes 1-5 is not caught here. (A second, keyed
+ * check word caught that too, but cost a store per free and half again the
  * instructions: BENCHMARKS.md.)
  * A decoded link is not checked to lie in the same superblock, as a cache
  * list mixes superblocks; without the secret it cannot be aimed at all.
  *
- * The tag also marks the block as free, which catches double frees cheaply:
- * a block handed out has its first word cleared, so only user data that
- * happens to carry the tag (confirmed by a list walk) looks free. One word,
- * which both fast paths read or write anyway: hardening adds no memory
- * traffic, only a few register operations. */
+ * The secret's top 16 bits (the tag, in the word's top 2 bytes) also mark
+ * the block as free, which catches double frees cheaply: a block handed out
+ * has its first word cleared, so only user data that happens to carry the
+ * tag (confirmed by a list walk) looks free. One word, which both fast paths
+ * read or write anyway: hardening adds no memory traffic, only a few
+ * register operations. */
 typedef struct cm_free_block {
     uintptr_t link;
 } cm_free_block_t;
@@ -250,13 +252,15 @@ typedef struct cm_free_block {
 CM_HIDDEN extern bool cm_harden;         /* CAGEMALLOC_HARDEN; fixed at init */
 CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
-#define CM_LINK_TAG_SHIFT 47                                        /* tag = bits 47..63 */
-#define CM_LINK_INVALID ((~(uintptr_t)0 << CM_LINK_TAG_SHIFT) | 15) /* set in no decoded link */
+#define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 15) /* set in no decoded link */
 
+/* The link from block to next, hardened or not: the fast paths decide once
+ * per call and pass `harden` down as a constant. */
+CM_INLINE uintptr_t cm_link_encode_as(const void *block, const void *next, bool harden) {
+    return harden ? (uintptr_t)next ^ cm_link_key ^ (uintptr_t)block : (uintptr_t)next;
+}
 CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
-    uintptr_t link = (uintptr_t)next;
-    if (cm_likely(cm_harden)) link ^= cm_link_key ^ ((uintptr_t)block >> 12);
-    return link;
+    return cm_link_encode_as(block, next, cm_likely(cm_harden));
 }
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
@@ -266,7 +270,7 @@ CM_INLINE void cm_block_set_next(void *block, void *next) {
  * bits set (the checks below). */
 CM_INLINE uintptr_t cm_block_decode_raw(const void *block) {
     uintptr_t link = ((const cm_free_block_t *)block)->link;
-    return link ^ cm_link_key ^ ((uintptr_t)block >> 12);
+    return link ^ (cm_link_key ^ (uintptr_t)block); /* the key term does not wait for the load */
 }
 /* The block after `block` on a free list, verified; func names the caller
  * in the report if the block's link was tampered with. */
@@ -291,12 +295,20 @@ CM_INLINE void *cm_block_next_if_valid(const void *block) {
     uintptr_t next = cm_block_decode_raw(block);
     return next & CM_LINK_INVALID ? NULL : (void *)next;
 }
-/* True if block's first word carries the tag, i.e. it looks already free.
- * (The address bits do not reach the tag; decoding the whole word anyway
- * shares the key and address terms with the link free writes next.) */
-CM_INLINE bool cm_block_looks_free(const void *block) {
-    return cm_likely(cm_harden) && (cm_block_decode_raw(block) >> CM_LINK_TAG_SHIFT) == 0;
+/* True if hardened block's first word carries the tag, i.e. it looks free
+ * already: one 2-byte load compared with the key's own top 2 bytes. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define CM_TAG_OFFSET 6
+#else
+#define CM_TAG_OFFSET 0
+#endif
+CM_INLINE bool cm_block_tagged(const void *block) {
+    uint16_t word_tag, key_tag; /* __builtin_: the library is built with -fno-builtin */
+    __builtin_memcpy(&word_tag, (const char *)block + CM_TAG_OFFSET, 2);
+    __builtin_memcpy(&key_tag, (const char *)&cm_link_key + CM_TAG_OFFSET, 2);
+    return word_tag == key_tag;
 }
+CM_INLINE bool cm_block_looks_free(const void *block) { return cm_likely(cm_harden) && cm_block_tagged(block); }
 
 /* ---------------------------------------------------------------- large blocks */
 CM_HIDDEN void *cm_large_alloc(size_t size, size_t align, bool zero);
@@ -354,14 +366,15 @@ CM_INLINE void *cm_bin_pop(cm_bin_t *bin) { /* bin->head != NULL */
     cm_block_mark_used(b);
     return b;
 }
-CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
+CM_INLINE void cm_bin_push_as(cm_bin_t *bin, void *p, bool harden) {
     void *head = bin->head;
     uint32_t count = bin->count;
-    uintptr_t link = cm_link_encode(p, head);
+    uintptr_t link = cm_link_encode_as(p, head, harden);
     bin->head = p;
     bin->count = count + 1;
     ((cm_free_block_t *)p)->link = link;
 }
+CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) { cm_bin_push_as(bin, p, cm_likely(cm_harden)); }
 
 CM_HIDDEN CM_NOINLINE void *cm_tcache_refill_alloc(unsigned cls, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_tcache_flush_free(void *p, unsigned cls);
