@@ -272,13 +272,29 @@ CM_INLINE uintptr_t cm_block_decode_raw(const void *block) {
     uintptr_t link = ((const cm_free_block_t *)block)->link;
     return link ^ (cm_link_key ^ (uintptr_t)block); /* the key term does not wait for the load */
 }
+/* The next block after `block`, decoded if hardened but not yet verified:
+ * for a walk that verifies it more cheaply in the common case. */
+CM_INLINE void *cm_block_next_unverified_as(const void *block, bool harden) {
+    if (!harden) return (void *)((const cm_free_block_t *)block)->link;
+    return (void *)cm_block_decode_raw(block);
+}
+CM_INLINE void *cm_block_next_unverified(const void *block) {
+    return cm_block_next_unverified_as(block, cm_likely(cm_harden));
+}
+/* Abort, naming func, unless hardened `next` (the decoded link of `block`)
+ * is a possible block address. */
+CM_INLINE void cm_link_verify_as(const void *block, const void *next, const char *func, bool harden) {
+    if (cm_unlikely(harden && ((uintptr_t)next & CM_LINK_INVALID))) cm_fatal(func, "corrupted free list", block);
+}
+CM_INLINE void cm_link_verify(const void *block, const void *next, const char *func) {
+    cm_link_verify_as(block, next, func, cm_likely(cm_harden));
+}
 /* The block after `block` on a free list, verified; func names the caller
  * in the report if the block's link was tampered with. */
 CM_INLINE void *cm_block_decode(const void *block, const char *func) {
-    if (cm_unlikely(!cm_harden)) return (void *)((const cm_free_block_t *)block)->link;
-    uintptr_t next = cm_block_decode_raw(block);
-    if (cm_unlikely(next & CM_LINK_INVALID)) cm_fatal(func, "corrupted free list", block);
-    return (void *)next;
+    void *next = cm_block_next_unverified(block);
+    cm_link_verify(block, next, func);
+    return next;
 }
 /* The next block of one about to be handed out (checked before the forged
  * link could be followed), and of one being walked by a flush. */

@@ -287,20 +287,24 @@ static void add_run(flush_groups_t *gs, void *head, void *tail, uint32_t n) {
  * one CAS per superblock however many blocks go back to it. The list is cut
  * into runs of consecutive blocks of one superblock (same class, so same
  * span size: one mask compares two addresses), which stay linked as they
- * are. Returns the rest of the list. */
-static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows) {
-    uintptr_t other_span = ~(uintptr_t)cm_class_info[cls].span_mask;
+ * are. Returns the rest of the list. Compiled once hardened and once not,
+ * so neither walk tests the setting per block. */
+CM_INLINE void *return_list_as(unsigned cls, void *head, uint32_t n, bool rest_follows, bool harden) {
+    /* next continues the run if it lies in the run's span on 16 bytes: then
+     * it is a sound link, and only a link leaving the span needs verifying */
+    uintptr_t leaves_run = ~(uintptr_t)cm_class_info[cls].span_mask | 15;
     flush_groups_t gs;
     gs.n = 0; /* only the first n groups are ever read: no 0.5 KiB clear per flush */
     void *run_head = head, *run_tail = head;
     uint32_t run_n = 1;
     for (uint32_t i = 1; i < n; i++) {
-        void *next = cm_block_peek_next(run_tail);
-        if ((((uintptr_t)next ^ (uintptr_t)run_tail) & other_span) == 0) {
+        void *next = cm_block_next_unverified_as(run_tail, harden);
+        if ((((uintptr_t)next ^ (uintptr_t)run_tail) & leaves_run) == 0) {
             run_tail = next;
             run_n++;
             continue;
         }
+        cm_link_verify_as(run_tail, next, "free", harden);
         add_run(&gs, run_head, run_tail, run_n);
         run_head = run_tail = next;
         run_n = 1;
@@ -309,6 +313,9 @@ static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows
     add_run(&gs, run_head, run_tail, run_n);
     return_groups(&gs);
     return rest;
+}
+static void *return_list(unsigned cls, void *head, uint32_t n, bool rest_follows) {
+    return cm_harden ? return_list_as(cls, head, n, rest_follows, true) : return_list_as(cls, head, n, rest_follows, false);
 }
 
 /* Return the n most recently freed blocks of bin cls (its list's head). */

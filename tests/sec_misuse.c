@@ -5,6 +5,7 @@
  * Valid heavy use, hardened or not, must exit cleanly with nothing on stderr. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -107,6 +108,17 @@ static void decrement_first_word(char *freed) {
     memcpy(freed, &w, sizeof w);
 }
 static void forged_link(void) { write_after_free(write_pointer); }
+/* The same forgery deeper in the thread's cache, met by the walk of a flush
+ * (malloc_trim returns every cached block) rather than by malloc. */
+static void forged_link_flush(void) {
+    char *a = do_malloc(64), *p = do_malloc(64), *q = do_malloc(64);
+    expect("free", "corrupted free list", p);
+    do_free(a);
+    do_free(p);
+    do_free(q);
+    write_pointer(p);
+    malloc_trim(0);
+}
 static void uaf_int_at_4(void) { write_after_free(write_int_at_4); }
 static void uaf_decrement(void) { write_after_free(decrement_first_word); }
 
@@ -185,7 +197,8 @@ int main(void) {
         {"free_stack", free_stack},           {"free_interior_small", free_interior_small},
         {"free_interior_large", free_interior_large}, {"free_foreign_mmap", free_foreign_mmap},
         {"realloc_stack", realloc_stack},     {"double_free_large", double_free_large},
-        {"forged_link", forged_link},         {"uaf_int_at_4", uaf_int_at_4},
+        {"forged_link", forged_link},         {"forged_link_flush", forged_link_flush},
+        {"uaf_int_at_4", uaf_int_at_4},
         {"uaf_decrement", uaf_decrement},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, NULL);
