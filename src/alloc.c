@@ -99,7 +99,7 @@ void *cm_impl_calloc(size_t count, size_t size) {
         return NULL;
     }
     if (cm_likely(total <= CM_SMALL_MAX)) {
-        cm_bin_t *bin = &cm_tcache.bins[cm_size_to_class(total)];
+        cm_bin_t *bin = cm_my_bin(cm_size_to_class(total));
         if (cm_likely(bin->head != NULL)) return memset(cm_bin_pop(bin), 0, total);
     }
     return cm_alloc_generic(total, true);

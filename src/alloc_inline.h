@@ -17,7 +17,7 @@ CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p);
 
 /* Pop a block of class cls from this thread's cache, refilling if empty. */
 CM_INLINE void *cm_alloc_class(unsigned cls) {
-    cm_bin_t *bin = &cm_tcache.bins[cls];
+    cm_bin_t *bin = cm_my_bin(cls);
     if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
     return cm_tcache_refill_alloc(cls, false);
 }
@@ -45,22 +45,14 @@ CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "free");
     if (cm_likely(cls != 0)) {
-        cm_bin_t *bin = &cm_tcache.bins[cls];
+        cm_bin_t *bin = cm_my_bin(cls);
         /* the rare cases (full bin, a block of another thread's superblock,
          * a block that looks free already) leave by a tail call, so the fast
          * path keeps no registers to save and restore */
-        if (cm_likely(bin->count < bin->limit && cm_entry_owner(entry) == cm_tcache.tag)) {
-            /* hardened and not, two whole paths: merged, gcc recomputes
-             * the bin's address after the join (4 more instructions) */
-            if (cm_likely(cm_harden)) {
-                if (cm_likely(!cm_block_tagged(p))) {
-                    cm_bin_push_as(bin, p, true);
-                    return;
-                }
-            } else {
-                cm_bin_push_as(bin, p, false);
-                return;
-            }
+        if (cm_likely(bin->count < bin->limit && cm_entry_owner(entry) == cm_tcache.tag &&
+                      !cm_block_looks_free(p))) {
+            cm_bin_push(bin, p);
+            return;
         }
         cm_free_checked_slow(p);
         return;
