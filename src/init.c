@@ -7,7 +7,9 @@
 #include "internal.h"
 
 _Atomic int cm_initialized;
+#if CM_HARDENING
 bool cm_harden = true;
+#endif
 uintptr_t cm_link_key;
 
 /* Bits of the link key's tag (see internal.h) fixed so that common data in a

@@ -249,7 +249,14 @@ typedef struct cm_free_block {
     uintptr_t link;
 } cm_free_block_t;
 
-CM_HIDDEN extern bool cm_harden;         /* CAGEMALLOC_HARDEN; fixed at init */
+#ifndef CM_HARDENING
+#define CM_HARDENING 1 /* cmake -DCAGEMALLOC_HARDENING=OFF sets 0 */
+#endif
+#if CM_HARDENING
+CM_HIDDEN extern bool cm_harden; /* CAGEMALLOC_HARDEN; fixed at init */
+#else
+#define cm_harden false          /* every hardening branch compiles away */
+#endif
 CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 15) /* set in no decoded link */
