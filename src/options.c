@@ -1,4 +1,7 @@
-/* options.c: the CAGEMALLOC_* environment variables, read once at init. */
+/* options.c: the CAGEMALLOC_* environment variables, read once at init.
+ * Read with secure_getenv: in a set-user-ID or otherwise privileged process
+ * (AT_SECURE) they are ignored, so no caller can turn hardening off there. */
+#define _GNU_SOURCE /* secure_getenv */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -11,7 +14,7 @@ cm_options_t cm_options = DEFAULT_OPTIONS;
 
 /* A decimal number with an optional k/m/g suffix; `fallback` if unset or bad. */
 static size_t env_size(const char *name, size_t fallback) {
-    const char *s = getenv(name);
+    const char *s = secure_getenv(name);
     if (!s || *s < '0' || *s > '9') return fallback;
     size_t v = 0;
     for (; *s >= '0' && *s <= '9'; s++) v = v * 10 + (size_t)(*s - '0');
@@ -25,7 +28,7 @@ static size_t env_size(const char *name, size_t fallback) {
 }
 
 static bool env_flag(const char *name, bool fallback) {
-    const char *s = getenv(name);
+    const char *s = secure_getenv(name);
     if (!s || !*s) return fallback;
     return !(s[0] == '0' || s[0] == 'n' || s[0] == 'N' || s[0] == 'f' || s[0] == 'F');
 }
@@ -53,5 +56,7 @@ void cm_options_load(void) {
     SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
     SET_ONCE(cm_options.large_cache, d.large_cache, o.large_cache);
     SET_ONCE(cm_options.decay_ns, d.decay_ns, o.decay_ns);
+#if CM_HARDENING
     SET_ONCE(cm_harden, true, env_flag("CAGEMALLOC_HARDEN", true)); /* read on hot paths: a plain bool */
+#endif
 }

@@ -1,7 +1,16 @@
 # Reliability and security: misuse, exhaustion, fuzzing, soak, interposition,
 # real programs.
-cm_test(sec_misuse sec_misuse.c)
+if(CAGEMALLOC_HARDENING) # the forged-link and small double-free cases need it
+  cm_test(sec_misuse sec_misuse.c)
+endif()
 cm_test(sec_exhaust sec_exhaust.c)
+if(CAGEMALLOC_HARDENING)
+  add_executable(sec_secure_env sec_secure_env.c)
+  target_compile_options(sec_secure_env PRIVATE ${CM_TEST_FLAGS})
+  target_link_libraries(sec_secure_env PRIVATE cagemalloc)
+  cm_script_test(sec_secure_env sec_secure_env.sh)
+  set_tests_properties(sec_secure_env PROPERTIES SKIP_RETURN_CODE 77)
+endif()
 add_executable(sec_soak sec_soak.c)
 target_compile_options(sec_soak PRIVATE ${CM_TEST_FLAGS})
 target_link_libraries(sec_soak PRIVATE cagemalloc Threads::Threads)
