@@ -269,18 +269,13 @@ CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
 }
-/* The link of hardened `block` decoded: a block or NULL if cm_block_set_next
- * wrote the word; for other words, almost always a value with CM_LINK_INVALID
- * bits set (the checks below). */
-CM_INLINE uintptr_t cm_block_decode_raw(const void *block) {
-    uintptr_t link = ((const cm_free_block_t *)block)->link;
-    return link ^ cm_link_key ^ (uintptr_t)block;
-}
-/* The next block after `block`, decoded if hardened but not yet verified:
- * for a walk that verifies it more cheaply in the common case. */
+/* The next block after `block` as its link says, decoded if hardened but
+ * not verified: a block or NULL if cm_block_set_next wrote the word; for
+ * other words, almost always a value with CM_LINK_INVALID bits set.
+ * `harden` is cm_harden, or a constant in a walk compiled once per setting. */
 CM_INLINE void *cm_block_next_unverified_as(const void *block, bool harden) {
-    if (!harden) return (void *)((const cm_free_block_t *)block)->link;
-    return (void *)cm_block_decode_raw(block);
+    uintptr_t link = ((const cm_free_block_t *)block)->link;
+    return (void *)(harden ? link ^ cm_link_key ^ (uintptr_t)block : link);
 }
 CM_INLINE void *cm_block_next_unverified(const void *block) {
     return cm_block_next_unverified_as(block, cm_likely(cm_harden));
@@ -290,14 +285,11 @@ CM_INLINE void *cm_block_next_unverified(const void *block) {
 CM_INLINE void cm_link_verify_as(const void *block, const void *next, const char *func, bool harden) {
     if (cm_unlikely(harden && ((uintptr_t)next & CM_LINK_INVALID))) cm_fatal(func, "corrupted free list", block);
 }
-CM_INLINE void cm_link_verify(const void *block, const void *next, const char *func) {
-    cm_link_verify_as(block, next, func, cm_likely(cm_harden));
-}
 /* The block after `block` on a free list, verified; func names the caller
  * in the report if the block's link was tampered with. */
 CM_INLINE void *cm_block_decode(const void *block, const char *func) {
     void *next = cm_block_next_unverified(block);
-    cm_link_verify(block, next, func);
+    cm_link_verify_as(block, next, func, cm_likely(cm_harden));
     return next;
 }
 /* The next block of one being walked by a flush. */

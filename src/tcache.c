@@ -291,7 +291,7 @@ static void add_run(flush_groups_t *gs, void *head, void *tail, uint32_t n) {
  * so neither walk tests the setting per block. */
 CM_INLINE void *return_list_as(unsigned cls, void *head, uint32_t n, bool rest_follows, bool harden) {
     /* next continues the run if it lies in the run's span on 16 bytes: then
-     * it passes cm_link_verify by construction (an address in a span, with
+     * it passes cm_link_verify_as by construction (an address in a span, with
      * its low 4 bits clear), so only a link leaving the span is verified */
     uintptr_t leaves_run = ~(uintptr_t)cm_class_info[cls].span_mask | 15;
     flush_groups_t gs;
