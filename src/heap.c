@@ -1,13 +1,13 @@
 /* heap.c: the lock-free global heap of superblocks.
  *
- * Per size class, lock-free stacks of PARTIAL superblocks; per span size, a
- * stack of retired spans ready for any class; per span size, a cursor that
- * carves new spans from 4 MiB chunks. Thread caches talk to the heap in
- * batches only: a refill takes a superblock's whole free list with one CAS,
- * a flush returns a chain of blocks of one superblock with one CAS.
- *
- * A span is bound to its descriptor for life (the page-map entries of its
- * units name that descriptor). See internal.h for the superblock states. */
+ * Per size class, lock-free stacks of PARTIAL superblocks. Thread caches
+ * talk to the heap in batches only: a refill takes a superblock's whole free
+ * list with one CAS, a flush returns a chain of blocks of one superblock with
+ * one CAS. A superblock's span comes from the arena (arena.c) when it is
+ * made and goes back there when it retires, for a superblock of any size to
+ * reuse; its descriptor then goes back to the descriptor pool, at once or,
+ * if it still sits on a partial stack, when a refill pops it.
+ * See internal.h for the superblock states. */
 #include <errno.h>
 
 #include "internal.h"
@@ -18,16 +18,16 @@
  * taking each other's superblocks (each take makes the other thread's later
  * frees of it remote). Nothing is private: any thread may take any shard. */
 #define PARTIAL_SHARDS 4
+#define DECAY_SCAN 4096 /* descriptors one decay pass looks at: bounded work inside a malloc */
 static cm_desc_stack_t partial[CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
-static cm_desc_stack_t spare_spans[CM_SPAN_ORDERS];
-static _Atomic uintptr_t carve_cursor[CM_SPAN_ORDERS]; /* chunk base | spans used */
-/* Both relaxed throughout: a budget and a timestamp that only steer policy
- * (keep or retire, scan or not); no memory is published through them. */
+/* All relaxed: budgets, counts and timestamps that only steer policy (keep
+ * or retire, scan or not, where to look); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
+static _Atomic int32_t kept_in_class[CM_NUM_CLASSES + 1]; /* of which per class: where take-over looks */
 static _Atomic uint64_t last_decay_ns;                  /* when cm_heap_decay last scanned */
+static _Atomic uint32_t decay_cursor;                   /* where the next decay pass starts */
 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
-static unsigned span_order(unsigned shift) { return shift - CM_SPAN_MIN_SHIFT; }
 
 static void *block_at(const cm_desc_t *d, uint32_t idx) { return d->base + (size_t)idx * d->block_size; }
 
@@ -37,37 +37,7 @@ static uint32_t block_index(const cm_desc_t *d, const void *p) {
                       CM_RECIP_SHIFT);
 }
 
-/* ------------------------------------------------------------ new spans */
-
-/* A new span of 2^shift bytes from the current chunk of that span size, or a
- * newly mapped chunk. The cursor is one word {chunk base | spans used}: a CAS
- * hands out disjoint spans; relaxed is enough because it publishes only an
- * address range, whose (zero) contents come from the kernel. Losers of the
- * race to install a new chunk unmap theirs. */
-static char *carve_span(unsigned shift) {
-    _Atomic uintptr_t *cursor = &carve_cursor[span_order(shift)];
-    uintptr_t per_chunk = CM_CHUNK_SIZE >> shift;
-    uintptr_t cur = atomic_load_explicit(cursor, memory_order_relaxed);
-    for (;;) {
-        uintptr_t base = cur & ~(CM_CHUNK_SIZE - 1), used = cur & (CM_CHUNK_SIZE - 1);
-        if (base && used < per_chunk) {
-            if (atomic_compare_exchange_weak_explicit(cursor, &cur, cur + 1, memory_order_relaxed,
-                                                      memory_order_relaxed))
-                return (char *)(base + (used << shift));
-            continue;
-        }
-        char *chunk = cm_os_map_aligned(CM_CHUNK_SIZE, CM_CHUNK_SIZE);
-        if (!chunk) return NULL;
-        if (!cm_pagemap_set((uintptr_t)chunk, CM_CHUNK_SIZE, 0)) { /* make its leaf exist now */
-            cm_os_unmap(chunk, CM_CHUNK_SIZE);
-            return NULL;
-        }
-        if (atomic_compare_exchange_strong_explicit(cursor, &cur, (uintptr_t)chunk | 1, memory_order_relaxed,
-                                                    memory_order_relaxed))
-            return chunk;
-        cm_os_unmap(chunk, CM_CHUNK_SIZE);
-    }
-}
+/* ------------------------------------------------------------ new superblocks */
 
 /* Make d (owned by the caller, on no list) a superblock of class cls with all
  * blocks out (state FULL): the caller carves them from the fresh span. */
@@ -79,30 +49,20 @@ static void assign_class(cm_desc_t *d, unsigned cls, unsigned owner) {
     atomic_store_explicit(&d->size_class, (uint8_t)cls, memory_order_relaxed);
     d->block_size = ci->block_size;
     d->max_count = ci->max_count;
-    atomic_store_explicit(&d->anchor, cm_anchor_make(CM_FULL, 0, 0), memory_order_relaxed);
+    atomic_store_explicit(&d->anchor, cm_anchor_next(atomic_load_explicit(&d->anchor, memory_order_relaxed), CM_FULL, 0, 0),
+                          memory_order_relaxed);
     cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make_owned(cm_desc_ref(d), owner, cls));
     cm_count(&cm_counters.superblocks_live, 1);
     atomic_fetch_add_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
 }
 
-/* A span whose memory was returned is reused: count it as committed again. */
-static void revive(cm_desc_t *d, unsigned cls, unsigned owner) {
-    cm_count(&cm_counters.committed, span_size(d));
-    cm_uncount(&cm_counters.returned, span_size(d));
-    d->span_shift = (uint8_t)cm_class_info[cls].span_shift;
-    assign_class(d, cls, owner);
-}
-
+/* A descriptor from the pool and a span from the arena; NULL when either
+ * runs out (the OS refuses memory, or the descriptor cap is reached). */
 static cm_desc_t *new_superblock(unsigned cls, unsigned owner) {
-    unsigned shift = cm_class_info[cls].span_shift;
-    cm_desc_t *d = cm_desc_stack_pop(&spare_spans[span_order(shift)]);
-    if (d) {
-        revive(d, cls, owner);
-        return d;
-    }
-    d = cm_desc_alloc();
+    cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
-    d->base = carve_span(shift);
+    unsigned shift = cm_class_info[cls].span_shift;
+    d->base = cm_arena_claim(shift);
     if (!d->base) {
         cm_desc_release(d);
         return NULL;
@@ -116,27 +76,27 @@ static cm_desc_t *new_superblock(unsigned cls, unsigned owner) {
 
 /* The caller moved d's anchor to RETIRING, so it alone owns the superblock's
  * memory: every block is free and no CAS can take them (only PARTIAL
- * superblocks give out blocks). Return the memory, then hand the descriptor
- * on. If it still sits on its partial stack, it stays there as EMPTY and the
- * thread that pops it reuses it; if that thread popped it meanwhile and left
- * it DETACHED, or it was on no list, it goes to the spare-span stack. */
+ * superblocks give out blocks). Return the memory and the span, then the
+ * descriptor: if it still sits on its partial stack, it stays there as EMPTY
+ * and the thread that pops it releases it; if that thread popped it
+ * meanwhile and left it DETACHED, or it was on no list, we release it. */
 static void retire(cm_desc_t *d, bool on_partial_stack) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     /* stale frees into the span now take the slow path and are caught there */
     cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), 0));
     cm_os_decommit(d->base, span_size(d));
+    cm_arena_release(d->base, d->span_shift);
     cm_uncount(&cm_counters.superblocks_live, 1);
     atomic_fetch_sub_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
-    cm_anchor_t expect = cm_anchor_make(CM_RETIRING, 0, 0);
-    /* release: the popper that finds EMPTY reuses the span and must see it
-     * decommitted (our madvise) before it writes new blocks there. */
-    if (on_partial_stack &&
-        atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_make(CM_EMPTY, 0, 0),
-                                                memory_order_release, memory_order_relaxed))
+    cm_anchor_t expect = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    /* relaxed: the popper that finds EMPTY only releases the descriptor,
+     * whose next owner is published by the pool's own release. */
+    if (on_partial_stack && cm_anchor_state(expect) == CM_RETIRING &&
+        atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_next(expect, CM_EMPTY, 0, 0),
+                                                memory_order_relaxed, memory_order_relaxed))
         return;
     /* on no list, or DETACHED: nobody else references d any more */
-    atomic_store_explicit(&d->anchor, cm_anchor_make(CM_EMPTY, 0, 0), memory_order_relaxed);
-    cm_desc_stack_push(&spare_spans[span_order(d->span_shift)], d);
+    cm_desc_release(d);
 }
 
 /* Reserve room for one more fully free superblock kept committed; false when
@@ -151,6 +111,12 @@ static bool keep_empty(size_t bytes) {
     return false;
 }
 
+/* A kept superblock of class cls stops being kept (taken, or retired). */
+static void unkeep(cm_desc_t *d, unsigned cls) {
+    atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+    atomic_fetch_sub_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------ refill */
 
 /* Take the whole free list of a superblock popped from the partial stack.
@@ -162,11 +128,10 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
     for (;;) {
         switch (cm_anchor_state(a)) {
         case CM_PARTIAL:
-            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_FULL, 0, 0),
+            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_FULL, 0, 0),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
-            if (cm_anchor_count(a) == d->max_count)
-                atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+            if (cm_anchor_count(a) == d->max_count) unkeep(d, cls);
             /* it cannot be retired meanwhile: the blocks we took are out */
             cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make_owned(cm_desc_ref(d), owner, cls));
             out->chain = block_at(d, cm_anchor_avail(a));
@@ -174,14 +139,13 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
             return true;
         case CM_RETIRING:
             /* its retirer is still returning the memory: leave it to them */
-            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_DETACHED, 0, 0),
+            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_DETACHED, 0, 0),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
             return false;
-        case CM_EMPTY: /* retired and ours now: reuse it as a fresh superblock */
-            revive(d, cls, owner);
-            out->fresh = d->base;
-            return true;
+        case CM_EMPTY: /* retired while on the stack: its span is gone, the descriptor is ours to release */
+            cm_desc_release(d);
+            return false;
         default:
             cm_fatal("malloc", "heap corrupted at superblock", d->base);
         }
@@ -189,16 +153,18 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
 }
 
 /* Before a new span is used for class cls, look at the top of the partial
- * stacks of the other classes of its span size for a superblock that is
- * completely free: kept committed (reused as it is, dirty) or retired (its
- * memory returned). Without this, a fully free superblock could serve only
- * its own class: a workload shifting between classes kept both the empty
- * superblocks of the old classes and new ones for the new (RSS +80% on a
- * mixed-size run), or, retiring them at once, faulted pages in again. */
-static cm_desc_t *take_over_empty(unsigned cls, unsigned owner, bool *dirty) {
+ * stacks of the other classes of its span size that have superblocks kept
+ * completely free (committed, so reused as they are, dirty). Without this, a
+ * fully free superblock could serve only its own class: a workload shifting
+ * between classes kept both the empty superblocks of the old classes and new
+ * ones for the new (RSS +80% on a mixed-size run), or, retiring them at once,
+ * faulted pages in again. Classes with none kept are not touched. */
+static cm_desc_t *take_over_empty(unsigned cls, unsigned owner) {
     unsigned shift = cm_class_info[cls].span_shift;
     for (unsigned other = 1; other <= CM_NUM_CLASSES; other++) {
-        if (other == cls || cm_class_info[other].span_shift != shift) continue;
+        if (other == cls || cm_class_info[other].span_shift != shift ||
+            atomic_load_explicit(&kept_in_class[other], memory_order_relaxed) <= 0)
+            continue;
         for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
             cm_desc_t *d = cm_desc_stack_pop(&partial[other][s]);
             if (!d) continue;
@@ -206,23 +172,19 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned owner, bool *dirty) {
             for (;;) {
                 unsigned state = cm_anchor_state(a);
                 if (state == CM_PARTIAL && cm_anchor_count(a) == d->max_count) {
-                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_FULL, 0, 0),
+                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_FULL, 0, 0),
                                                                memory_order_acquire, memory_order_acquire))
                         continue;
-                    atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+                    unkeep(d, other);
                     cm_uncount(&cm_counters.superblocks_live, 1);
                     atomic_fetch_sub_explicit(&cm_counters.sb_live[other], 1, memory_order_relaxed);
                     assign_class(d, cls, owner);
-                    *dirty = true;
                     return d;
                 }
                 if (state == CM_EMPTY) {
-                    revive(d, cls, owner);
-                    *dirty = false;
-                    return d;
-                }
-                if (state == CM_RETIRING) {
-                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_make(CM_DETACHED, 0, 0),
+                    cm_desc_release(d);
+                } else if (state == CM_RETIRING) {
+                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_DETACHED, 0, 0),
                                                                memory_order_acquire, memory_order_acquire))
                         continue;
                 } else {
@@ -243,7 +205,8 @@ bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
         while ((d = cm_desc_stack_pop(shard)) != NULL)
             if (take_partial(d, cls, owner, out)) return true;
     }
-    d = take_over_empty(cls, owner, &out->fresh_dirty);
+    d = take_over_empty(cls, owner);
+    out->fresh_dirty = d != NULL;
     if (!d) d = new_superblock(cls, owner);
     if (!d) return false;
     out->fresh = d->base;
@@ -267,9 +230,9 @@ void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         if (count == d->max_count && !kept && (kept = keep_empty(span_size(d))))
             atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
         if (count == d->max_count && !kept) {
-            new = cm_anchor_make(CM_RETIRING, 0, 0);
+            new = cm_anchor_next(old, CM_RETIRING, 0, 0);
         } else {
-            new = cm_anchor_make(CM_PARTIAL, head_idx, count);
+            new = cm_anchor_next(old, CM_PARTIAL, head_idx, count);
         }
         /* release: publishes the links just written (and the freed blocks'
          * last contents) to the thread that takes this list; acquire: when
@@ -283,45 +246,54 @@ void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
             kept = false;
         }
     }
+    if (kept) atomic_fetch_add_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
     if (cm_anchor_state(new) == CM_RETIRING)
         retire(d, cm_anchor_state(old) == CM_PARTIAL);
     else if (cm_anchor_state(old) == CM_FULL)
         /* only the FULL -> PARTIAL transition pushes, onto the shard of the
          * thread that took the superblock last (its owner tag) */
         cm_desc_stack_push(&partial[cls][cm_entry_owner(cm_pagemap_get((uintptr_t)d->base)) % PARTIAL_SHARDS], d);
-    (void)cls;
 }
 
 /* ------------------------------------------------------------ trim, lookup */
 
-/* Retire the fully free superblocks kept committed that have been idle for
- * min_age_ns. Walks all descriptors: reading any of them is safe
- * (type-stable), and the anchor CAS decides. */
-bool cm_heap_trim(uint64_t min_age_ns) {
-    uint64_t now = min_age_ns ? cm_os_now_ns() : 0;
+/* Retire the kept (fully free) superblock d if it still is one and has idled
+ * min_age_ns. Reading any descriptor is safe (type-stable). The decision
+ * rests on the anchor and the class read after it; the CAS succeeds only if
+ * the anchor did not change at all since (its version, internal.h), so the
+ * superblock is still fully free in that class. The other anchor CASes need
+ * no such care: each is made by a thread that owns what its decision rests
+ * on (a popped descriptor, or blocks of the superblock it holds, which keep
+ * the superblock from being retired or taken over). */
+static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
+    if (cls == 0 || cls > CM_NUM_CLASSES || cm_anchor_state(a) != CM_PARTIAL ||
+        cm_anchor_count(a) != cm_class_info[cls].max_count ||
+        (min_age_ns && now - atomic_load_explicit(&d->idle_since, memory_order_relaxed) < min_age_ns))
+        return false;
+    CM_TEST_POINT("trim: anchor read");
+    if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_next(a, CM_RETIRING, 0, 0),
+                                                 memory_order_acquire, memory_order_relaxed))
+        return false;
+    unkeep(d, cls);
+    retire(d, true);
+    return true;
+}
+
+/* Retire every kept superblock (malloc_trim). */
+bool cm_heap_trim(void) {
     bool returned = false;
     uint32_t n = cm_desc_count();
-    for (uint32_t ref = 1; ref < n && ref < cm_desc_capacity(); ref++) {
-        cm_desc_t *d = cm_desc_from_ref(ref);
-        cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
-        unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
-        if (cls == 0 || cls > CM_NUM_CLASSES || cm_anchor_state(a) != CM_PARTIAL ||
-            cm_anchor_count(a) != cm_class_info[cls].max_count ||
-            (min_age_ns && now - atomic_load_explicit(&d->idle_since, memory_order_relaxed) < min_age_ns))
-            continue;
-        if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_make(CM_RETIRING, 0, 0),
-                                                     memory_order_acquire, memory_order_relaxed))
-            continue;
-        atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
-        retire(d, true);
-        returned = true;
-    }
+    for (uint32_t ref = 1; ref < n && ref < cm_desc_capacity(); ref++)
+        returned |= retire_if_kept(cm_desc_from_ref(ref), 0, 0);
     return returned;
 }
 
 /* Called from every 64th refill of a thread (reading the clock costs as much
  * as a refill): at most a few times per decay period (a timestamp CAS elects
- * the one thread that scans), retire what idled. */
+ * the one thread that scans), retire what idled, looking at DECAY_SCAN
+ * descriptors per pass, round robin, so no malloc does unbounded work. */
 void cm_heap_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
     if (now - last < cm_options.decay_ns / 4 ||
@@ -329,7 +301,11 @@ void cm_heap_decay(void) {
         !atomic_compare_exchange_strong_explicit(&last_decay_ns, &last, now, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
-    cm_heap_trim(cm_options.decay_ns);
+    uint32_t n = cm_desc_count(), cap = cm_desc_capacity();
+    if (n > cap) n = cap;
+    uint32_t at = atomic_fetch_add_explicit(&decay_cursor, DECAY_SCAN, memory_order_relaxed);
+    for (uint32_t i = 0; i < DECAY_SCAN && i + 1 < n; i++)
+        retire_if_kept(cm_desc_from_ref(1 + (at + i) % (n - 1)), now, cm_options.decay_ns);
 }
 
 cm_desc_t *cm_heap_desc_of(const void *p) {

@@ -11,6 +11,9 @@ _Atomic int cm_initialized;
 bool cm_harden = true;
 #endif
 uintptr_t cm_link_key;
+#ifdef CM_TEST_HOOKS
+void (*volatile cm_test_hook)(const char *point);
+#endif
 
 /* Bits of the link key's tag (see internal.h) fixed so that common data in a
  * block's first word never carries the tag and looks free: bit 55, the top

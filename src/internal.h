@@ -6,11 +6,17 @@
  *  size class  one of CM_NUM_CLASSES block sizes (16 B steps to 128 B, then
  *              four per doubling to 128 KiB); table generated at build time.
  *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
- *              one class. Spans are carved from 4 MiB chunks mapped from the OS.
+ *              one class.
+ *  arena       where spans come from: 4 MiB chunks mapped from the OS, each a
+ *              bitmap of 64 units of 64 KiB; a retired superblock's span goes
+ *              back for any span size to reuse, and an all-free chunk is
+ *              unmapped (beyond a few kept).
  *  descriptor  64 bytes of metadata for one superblock or one large block:
  *              its anchor word, its list link, its geometry. Descriptors live
  *              in one reserved region and are never unmapped, so a stale read
  *              of one is harmless; a 32-bit "ref" names one (index in region).
+ *              A superblock's descriptor is released to the pool when it
+ *              retires: the span and the descriptor are paired while in use.
  *  anchor      a descriptor's 64-bit status word {state, avail, count},
  *              changed only by CAS. avail = index of the first free block of
  *              the superblock's own free list, count = its length.
@@ -23,7 +29,7 @@
  *              is flushed back, one CAS per superblock. Blocks of superblocks
  *              another thread took go to a remote list, returned the same way.
  *  heap        per class lock-free stacks of PARTIAL superblocks (sharded by
- *              owner tag), plus stacks of retired spans for reuse.
+ *              owner tag).
  *
  * Superblock states (anchor.state):
  *  FULL      no free block on its own list (all are in use, in thread caches,
@@ -31,7 +37,8 @@
  *  PARTIAL   count > 0 free blocks on its list; on its class's partial stack
  *            (or held by the one thread that just popped it).
  *  RETIRING  all blocks free; one thread owns it and is returning its memory.
- *  EMPTY     memory returned; the descriptor waits to be reused.
+ *  EMPTY     memory and span returned while the descriptor sat on a partial
+ *            stack: whoever pops it releases the descriptor to the pool.
  *  DETACHED  RETIRING, but the thread that popped it from the partial stack
  *            saw that and left it: the retiring thread must recycle it.
  */
@@ -97,15 +104,34 @@ CM_INLINE unsigned cm_size_to_class(size_t size) {
 /* ---------------------------------------------------------------- anchor */
 enum { CM_FULL = 0, CM_PARTIAL = 1, CM_RETIRING = 2, CM_EMPTY = 3, CM_DETACHED = 4 };
 
-/* {state:3, avail:30, count:31} in one word, so a single CAS moves a whole
- * chain of blocks and changes the state together (thesis: {2, 31, 31}; one
- * more state bit buys the RETIRING/DETACHED hand-off). */
+/* {state:3, avail:16, count:16, version:29} in one word, so a single CAS
+ * moves a whole chain of blocks and changes the state together (thesis:
+ * {2, 31, 31}; a superblock holds at most 4,096 blocks, so 16 bits each are
+ * plenty). Every CAS writes cm_anchor_next(old, ...), which adds one to the
+ * version: an anchor read earlier compares equal only if no CAS at all
+ * happened since, so a decision taken on other fields read after it (trim:
+ * "count == the max_count of the class I read") cannot be validated by an
+ * anchor that merely looks the same (a span taken over by another class,
+ * its blocks handed out and returned in the same order: issue 9).
+ * Wrap-around needs 2^29 CASes on one superblock while a thread sleeps
+ * between its read and its CAS. */
 typedef uint64_t cm_anchor_t;
+#define CM_ANCHOR_FIELD_BITS 16
+#define CM_ANCHOR_FIELD_MASK ((1u << CM_ANCHOR_FIELD_BITS) - 1)
+#define CM_ANCHOR_VERSION_SHIFT (3 + 2 * CM_ANCHOR_FIELD_BITS)
 CM_INLINE unsigned cm_anchor_state(cm_anchor_t a) { return (unsigned)(a & 7); }
-CM_INLINE uint32_t cm_anchor_avail(cm_anchor_t a) { return (uint32_t)((a >> 3) & 0x3fffffff); }
-CM_INLINE uint32_t cm_anchor_count(cm_anchor_t a) { return (uint32_t)(a >> 33); }
+CM_INLINE uint32_t cm_anchor_avail(cm_anchor_t a) { return (uint32_t)(a >> 3) & CM_ANCHOR_FIELD_MASK; }
+CM_INLINE uint32_t cm_anchor_count(cm_anchor_t a) {
+    return (uint32_t)(a >> (3 + CM_ANCHOR_FIELD_BITS)) & CM_ANCHOR_FIELD_MASK;
+}
+CM_INLINE uint32_t cm_anchor_version(cm_anchor_t a) { return (uint32_t)(a >> CM_ANCHOR_VERSION_SHIFT); }
 CM_INLINE cm_anchor_t cm_anchor_make(unsigned state, uint32_t avail, uint32_t count) {
-    return (cm_anchor_t)state | ((cm_anchor_t)avail << 3) | ((cm_anchor_t)count << 33);
+    return (cm_anchor_t)state | (cm_anchor_t)avail << 3 | (cm_anchor_t)count << (3 + CM_ANCHOR_FIELD_BITS);
+}
+/* The value a CAS replacing `old` writes: the fields given, old's version + 1. */
+CM_INLINE cm_anchor_t cm_anchor_next(cm_anchor_t old, unsigned state, uint32_t avail, uint32_t count) {
+    return cm_anchor_make(state, avail, count) +
+           ((old >> CM_ANCHOR_VERSION_SHIFT) + 1) * ((cm_anchor_t)1 << CM_ANCHOR_VERSION_SHIFT);
 }
 
 /* ---------------------------------------------------------------- descriptor */
@@ -145,9 +171,19 @@ CM_HIDDEN uint32_t cm_desc_capacity(void);  /* refs the region holds */
 /* ---------------------------------------------------------------- page map */
 #define CM_PAGEMAP_LEAF_BITS (32 - CM_UNIT_SHIFT)
 #define CM_PAGEMAP_ROOT_LEN ((size_t)1 << (CM_ADDRESS_BITS - 32))
-/* Root slot i holds the byte offset of its leaf from cm_pagemap_empty_leaf,
- * an all-zero leaf in .bss; 0 (the .bss initial value) names that empty leaf,
- * so a lookup needs no null test. */
+#define CM_REGION_CHUNKS ((size_t)1 << (32 - CM_CHUNK_SHIFT)) /* 4 MiB chunks per 4 GiB region */
+/* What we keep per 4 GiB region of address space, mapped the first time we
+ * own something in it and never unmapped: the page-map entries of its 64 KiB
+ * units, and for the arena (arena.c) the free units of each of its chunks.
+ * Both are indexed by address, so a slot always describes the same range. */
+typedef struct cm_region {
+    _Atomic uint32_t entries[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
+    _Atomic uint64_t chunk_free[CM_REGION_CHUNKS];            /* bit u: unit u of the chunk is free */
+    _Atomic uint64_t chunk_listed[CM_REGION_CHUNKS / 64];     /* bit c: chunk c may have free units */
+} cm_region_t;
+/* Root slot i holds the byte offset of its region from cm_pagemap_empty_leaf,
+ * an all-zero array of entries in .bss; 0 (the .bss initial value) names that
+ * empty leaf, so a lookup needs no null test. */
 CM_HIDDEN extern _Atomic uintptr_t cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
 CM_HIDDEN extern _Atomic uint32_t cm_pagemap_empty_leaf[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
 
@@ -165,7 +201,15 @@ CM_INLINE uint32_t cm_pagemap_get(uintptr_t a) {
     return atomic_load_explicit(&leaf[(a >> CM_UNIT_SHIFT) & ((1u << CM_PAGEMAP_LEAF_BITS) - 1)],
                                 memory_order_relaxed);
 }
+/* Set the entries of [start, start + size), creating its regions; false if
+ * the OS has no memory for a region (or the range is not a user address). */
 CM_HIDDEN bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry);
+/* The region record of address a, NULL if none was created. */
+CM_HIDDEN cm_region_t *cm_pagemap_region(uintptr_t a);
+/* Regions created so far, in creation order: cm_pagemap_region_at(i) for
+ * i < cm_pagemap_region_count(). */
+CM_HIDDEN uint32_t cm_pagemap_region_count(void);
+CM_HIDDEN cm_region_t *cm_pagemap_region_at(uint32_t i, uintptr_t *base);
 CM_INLINE uint32_t cm_entry_make_owned(uint32_t ref, unsigned owner, unsigned cls) {
     return ref << CM_ENTRY_REF_SHIFT | owner << CM_ENTRY_CLASS_BITS | cls;
 }
@@ -194,6 +238,20 @@ typedef struct cm_options {
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
 
+/* ---------------------------------------------------------------- test hooks */
+/* A pause point for tests that must run a precise interleaving (a unit test
+ * calls allocator internals from inside another operation). Compiled only
+ * into the core the unit tests link (CM_TEST_HOOKS); nothing elsewhere. */
+#ifdef CM_TEST_HOOKS
+CM_HIDDEN extern void (*volatile cm_test_hook)(const char *point);
+#define CM_TEST_POINT(name) \
+    do {                    \
+        if (cm_test_hook) cm_test_hook(name); \
+    } while (0)
+#else
+#define CM_TEST_POINT(name) ((void)0)
+#endif
+
 /* ---------------------------------------------------------------- init, errors */
 CM_HIDDEN extern _Atomic int cm_initialized;
 CM_HIDDEN void cm_init_slow(void);
@@ -216,10 +274,20 @@ typedef struct cm_refill {
 /* owner: the refilling thread's tag, recorded in the superblock's entries. */
 CM_HIDDEN bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out);
 CM_HIDDEN void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
-/* Retire fully free superblocks idle for at least min_age_ns (0: all). */
-CM_HIDDEN bool cm_heap_trim(uint64_t min_age_ns);
+/* Retire every fully free superblock kept committed (malloc_trim). */
+CM_HIDDEN bool cm_heap_trim(void);
+/* Retire kept superblocks idle for CAGEMALLOC_DECAY_MS, a bounded batch. */
 CM_HIDDEN void cm_heap_decay(void);
 CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small block of ours */
+
+/* ---------------------------------------------------------------- arena */
+/* A span of 2^shift bytes (64 KiB .. 1 MiB) aligned to its size, its page-map
+ * entries set to 0; NULL if the OS refuses memory. */
+CM_HIDDEN char *cm_arena_claim(unsigned shift);
+/* Give back a span whose pages were returned already (decommitted). */
+CM_HIDDEN void cm_arena_release(char *span, unsigned shift);
+/* Unmap every chunk whose units are all free; true if any was. */
+CM_HIDDEN bool cm_arena_trim(void);
 
 /* ---------------------------------------------------------------- free-list links */
 /* A free block's first word is the encoded link to the next free block

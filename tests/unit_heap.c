@@ -2,7 +2,7 @@
  * packs and unpacks; the lock-free descriptor stack is LIFO and loses or
  * duplicates nothing under concurrent pops and pushes; a superblock goes
  * FULL -> PARTIAL -> (fully free, kept) -> EMPTY (memory returned) -> reused,
- * and a retired span is reused by another class of the same span size. */
+ * and a retired span is reused by another class. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -10,11 +10,14 @@
 #include "unit_check.h"
 
 static void check_anchor_packing(void) {
-    cm_anchor_t a = cm_anchor_make(CM_DETACHED, (1u << 30) - 1, (1u << 31) - 1);
-    CHECK(cm_anchor_state(a) == CM_DETACHED && cm_anchor_avail(a) == (1u << 30) - 1 &&
-              cm_anchor_count(a) == (1u << 31) - 1, "anchor extremes");
-    a = cm_anchor_make(CM_PARTIAL, 17, 4096);
-    CHECK(cm_anchor_state(a) == CM_PARTIAL && cm_anchor_avail(a) == 17 && cm_anchor_count(a) == 4096, "anchor");
+    cm_anchor_t a = cm_anchor_make(CM_DETACHED, 65535, 65535);
+    CHECK(cm_anchor_state(a) == CM_DETACHED && cm_anchor_avail(a) == 65535 && cm_anchor_count(a) == 65535 &&
+              cm_anchor_version(a) == 0, "anchor extremes");
+    a = cm_anchor_next(a, CM_PARTIAL, 17, 4096);
+    CHECK(cm_anchor_state(a) == CM_PARTIAL && cm_anchor_avail(a) == 17 && cm_anchor_count(a) == 4096 &&
+              cm_anchor_version(a) == 1, "anchor");
+    cm_anchor_t top = cm_anchor_make(CM_FULL, 0, 0) | ~(cm_anchor_t)0 << CM_ANCHOR_VERSION_SHIFT;
+    CHECK(cm_anchor_version(cm_anchor_next(top, CM_FULL, 0, 0)) == 0, "the version wraps without touching the fields");
 }
 
 #define STACK_DESCS 64
@@ -91,7 +94,7 @@ static void check_lifecycle(void) {
 
     cm_stats_t before, after;
     cm_stats_get(&before);
-    CHECK(cm_heap_trim(0), "trim found nothing to return");
+    CHECK(cm_heap_trim(), "trim found nothing to return");
     cm_stats_get(&after);
     CHECK(state_of(d) == CM_EMPTY, "after trim: state %u", state_of(d));
     CHECK(after.returned >= before.returned + ((size_t)1 << d->span_shift), "trim returned no memory");
@@ -109,13 +112,16 @@ static void check_span_reuse_across_classes(void) {
     cm_options.empty_keep = 0; /* retire superblocks as soon as they are fully free */
     void *blocks[64];
     cm_desc_t *d = fill_superblock(a, blocks);
-    /* all blocks come back in one batch while FULL (on no list): FULL -> RETIRING -> EMPTY, spare stack */
+    /* all blocks come back in one batch while FULL (on no list): FULL -> RETIRING,
+     * then the span goes back to the arena and the descriptor to the pool */
     uint32_t max = cm_class_info[a].max_count;
+    char *span = d->base;
     for (uint32_t i = 0; i + 1 < max; i++) cm_block_set_next(blocks[i], blocks[i + 1]);
     cm_heap_return_chain(d, blocks[0], blocks[max - 1], max);
-    CHECK(state_of(d) == CM_EMPTY, "fully free superblock over budget not retired: state %u", state_of(d));
+    CHECK(state_of(d) == CM_RETIRING && cm_entry_class(cm_pagemap_get((uintptr_t)span)) == 0,
+          "fully free superblock over budget not retired: state %u", state_of(d));
     void *other = cm_malloc(cm_class_info[b].block_size);
-    CHECK(cm_heap_desc_of(other) == d, "retired span not reused by a class of the same span size");
+    CHECK(cm_heap_desc_of(other) == d && d->base == span, "retired span not reused by a class of the same span size");
     CHECK(atomic_load(&d->size_class) == b && d->block_size == cm_class_info[b].block_size, "reassigned class");
     cm_free(other);
 }

@@ -73,6 +73,10 @@ int main(int argc, char **argv) {
     fprintf(f, "    {0, 0, 0, 0, 0, 0, 0},\n");
     for (int c = 1; c <= nclasses; c++) {
         uint32_t span = 1u << span_shift[c], count = span / block_size[c];
+        if (count >= 1u << 16) { /* the anchor's avail and count are 16 bits (internal.h) */
+            fprintf(stderr, "class %d: %u blocks per superblock do not fit the anchor\n", c, count);
+            return 1;
+        }
         /* at least 8 cached up to 64 KiB blocks, fewer above (2 of 256 KiB) */
         uint32_t cache_max = clamp(CACHE_BYTES / block_size[c], clamp((512u << 10) / block_size[c], 2, 8), 1024);
         fprintf(f, "    {%lluull, 0x%xull, %uu, %uu, %uu, %uu, %uu}, /* class %d */\n",

@@ -1,0 +1,77 @@
+/* edge_address_space: freed address space goes back to the OS and serves
+ * any size. In a child limited (RLIMIT_AS) to its address space plus
+ * 520 MiB: 300 MiB of 64-byte blocks, all freed, malloc_trim(0); then
+ * 300 MiB of 40 KiB blocks, all freed, malloc_trim(0); then 300 MiB of 1 MiB
+ * blocks. glibc does all three; an allocator that keeps the spans of one
+ * size for that size alone runs out in the second or third round. Blocks
+ * are chained through their first word (no side array to budget for) and
+ * every one is pattern-checked before it is freed. */
+#include "core_util.h"
+
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define MiB ((size_t)1 << 20)
+
+struct node {
+    struct node *prev;
+    uint64_t seed;
+};
+
+static void *(*volatile do_malloc)(size_t) = malloc;
+static void (*volatile do_free)(void *) = free;
+
+static size_t vm_size(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    CMT_CHECK(f && fscanf(f, "%lu", &pages) == 1, "cannot read /proc/self/statm");
+    fclose(f);
+    return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Allocate `total` bytes in blocks of `size`, then verify and free them all. */
+static void round_of(size_t size, size_t total)
+{
+    struct node *last = NULL;
+    size_t n = total / size;
+    for (size_t i = 0; i < n; i++) {
+        struct node *b = do_malloc(size);
+        CMT_CHECK(b != NULL, "malloc(%zu) failed after %zu MiB of %zu MiB", size, i * size / MiB, total / MiB);
+        b->prev = last;
+        b->seed = cmt_mix(i ^ size);
+        cmt_fill(b + 1, size - sizeof *b, b->seed);
+        last = b;
+    }
+    while (last) {
+        struct node *prev = last->prev;
+        CMT_VERIFY(last + 1, size - sizeof *last, last->seed, "block before free");
+        do_free(last);
+        last = prev;
+    }
+    malloc_trim(0);
+    printf("  %zu MiB of %zu-byte blocks: ok\n", total / MiB, size);
+    fflush(stdout);
+}
+
+int main(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        do_free(do_malloc(64)); /* initialised before the limit is set */
+        struct rlimit lim;
+        lim.rlim_cur = lim.rlim_max = vm_size() + 520 * MiB;
+        CMT_CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+        round_of(64, 300 * MiB);
+        round_of(40 << 10, 300 * MiB);
+        round_of(1 << 20, 300 * MiB);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the limited child failed (status 0x%x)", status);
+    printf("address space freed by one size serves the others under RLIMIT_AS\n");
+    return 0;
+}
