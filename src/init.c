@@ -40,7 +40,7 @@ static bool init_descriptor_region(void) {
     if (__atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)) return true;
     for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2) {
         size_t bytes = (size_t)capacity * sizeof(cm_desc_t);
-        cm_desc_t *mine = cm_os_map(bytes);
+        cm_desc_t *mine = cm_os_reserve(bytes);
         if (!mine) continue;
         cm_uncount(&cm_counters.committed, bytes); /* reserved; counted as descriptors are handed out */
         mine[0].map_size = capacity;
@@ -55,6 +55,7 @@ static bool init_descriptor_region(void) {
 }
 
 void cm_init_slow(void) {
+    cm_os_init();
     cm_options_load(); /* sets cm_harden too */
     init_link_key();
     if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */

@@ -219,7 +219,9 @@ CM_INLINE unsigned cm_entry_owner(uint32_t e) { return (e >> CM_ENTRY_CLASS_BITS
 CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; }
 
 /* ---------------------------------------------------------------- OS layer */
-CM_HIDDEN void *cm_os_map(size_t size);                     /* NULL on failure */
+CM_HIDDEN void cm_os_init(void);                            /* find the vDSO clock and AT_RANDOM */
+CM_HIDDEN void *cm_os_map(size_t size);                     /* NULL on failure (or refused by overcommit policy) */
+CM_HIDDEN void *cm_os_reserve(size_t size);                 /* mostly untouched: MAP_NORESERVE */
 CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align);
 CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);

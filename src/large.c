@@ -1,6 +1,10 @@
 /* large.c: blocks above the largest size class. Each is its own mapping,
  * aligned to a page-map unit (64 KiB) or to the requested alignment, with a
- * descriptor named in the page map; realloc moves pages with mremap.
+ * descriptor named in the page-map entry of its first unit only (free takes
+ * the block's start, and any other pointer into it is invalid anyway: an
+ * entry per 64 KiB cost 512 MiB of page map for an 8 TiB block). Mapped
+ * without MAP_NORESERVE, so the kernel's overcommit policy refuses what it
+ * judges impossible, as it does for glibc. realloc moves pages with mremap.
  *
  * Freed mappings are kept in a small cache and reused: mapping and faulting in
  * every large block anew made mimalloc and jemalloc 7x slower than glibc on a
@@ -24,12 +28,13 @@ static uint64_t slot_make(const cm_desc_t *d) {
 }
 static size_t slot_bytes(uint64_t w) { return (size_t)(w >> 32) << CM_UNIT_SHIFT; }
 
-static void mark(cm_desc_t *d, unsigned cls) {
-    cm_pagemap_set((uintptr_t)d->base, d->map_size, cm_entry_make(cm_desc_ref(d), cls));
-}
+/* The entry of the mapping starting at base. */
+static bool set_entry(const char *base, uint32_t entry) { return cm_pagemap_set((uintptr_t)base, 1, entry); }
+
+static void mark(cm_desc_t *d, unsigned cls) { set_entry(d->base, cm_entry_make(cm_desc_ref(d), cls)); }
 
 static void release(cm_desc_t *d) {
-    cm_pagemap_set((uintptr_t)d->base, d->map_size, 0); /* before the range can be reused */
+    set_entry(d->base, 0); /* before the range can be reused */
     cm_os_unmap(d->base, d->map_size);
     cm_desc_release(d);
 }
@@ -119,7 +124,6 @@ bool cm_large_trim(void) {
 static size_t round_to_unit(size_t size) { return (size + CM_UNIT_SIZE - 1) & ~(CM_UNIT_SIZE - 1); }
 
 static void shrink(cm_desc_t *d, size_t size) {
-    cm_pagemap_set((uintptr_t)d->base + size, d->map_size - size, 0);
     cm_os_unmap(d->base + size, d->map_size - size);
     d->map_size = size;
 }
@@ -167,16 +171,16 @@ static void *grow(cm_desc_t *d, size_t size, size_t align) {
     char *target = cm_os_map_aligned(size, align);
     if (!target) return NULL;
     uint32_t entry = cm_pagemap_get((uintptr_t)d->base);
-    if (cm_pagemap_set((uintptr_t)target, size, entry)) {
-        cm_pagemap_set((uintptr_t)d->base, d->map_size, 0);
+    if (set_entry(target, entry)) {
+        set_entry(d->base, 0);
         if (cm_os_move(d->base, d->map_size, size, target)) {
             d->base = target;
             d->map_size = size;
             return target;
         }
-        cm_pagemap_set((uintptr_t)d->base, d->map_size, entry);
+        set_entry(d->base, entry);
     }
-    cm_pagemap_set((uintptr_t)target, size, 0);
+    set_entry(target, 0);
     cm_os_unmap(target, size);
     return NULL;
 }
@@ -202,7 +206,7 @@ void *cm_large_alloc(size_t size, size_t align, bool zero) {
     }
     if (!d && !(d = map_new(need, align))) return NULL;
     atomic_store_explicit(&d->size_class, (uint8_t)CM_CLASS_LARGE, memory_order_relaxed);
-    if (!cm_pagemap_set((uintptr_t)d->base, d->map_size, cm_entry_make(cm_desc_ref(d), CM_CLASS_LARGE))) {
+    if (!set_entry(d->base, cm_entry_make(cm_desc_ref(d), CM_CLASS_LARGE))) {
         release(d);
         return NULL;
     }

@@ -1,11 +1,16 @@
 /* os.c: the only file that talks to the kernel. Reserve, commit, decommit and
  * release address space, random bytes, the clock, and writing to stderr.
  *
- * Every request is a raw system call, not a libc call: programs and tools
- * interpose mmap/munmap (and libc may route them through code that allocates),
- * which would re-enter malloc while it is refilling. A raw call never does. */
+ * Every request is a raw system call or a call into the vDSO, never a libc
+ * call: programs and tools interpose mmap, munmap, clock_gettime (tracers,
+ * time-faking shims), and an interposer that allocates would re-enter malloc
+ * in the middle of a refill or a flush. A raw call never does. */
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/mman.h>
+#include <linux/random.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -28,10 +33,19 @@ static bool raw_failed(long ret) { return (unsigned long)ret > -4096UL; }
 
 static void count_call(void) { cm_count(&cm_counters.os_calls, 1); }
 
-void *cm_os_map(size_t size) {
+/* Memory the kernel's overcommit policy answers for, as glibc maps it: a
+ * request it judges impossible fails here instead of succeeding and ending
+ * in an OOM kill when touched. */
+static void *map_flags(size_t size, int flags);
+void *cm_os_map(size_t size) { return map_flags(size, 0); }
+
+/* Address space of which only a small part is ever touched (the descriptor
+ * region): not counted against the overcommit heuristic. */
+void *cm_os_reserve(size_t size) { return map_flags(size, MAP_NORESERVE); }
+
+static void *map_flags(size_t size, int flags) {
     count_call();
-    long r = raw_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    long r = raw_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     if (raw_failed(r)) return NULL;
     cm_count(&cm_counters.mapped, size);
     cm_count(&cm_counters.committed, size);
@@ -91,17 +105,83 @@ bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target) {
     return true;
 }
 
-/* getrandom never blocks after boot-time entropy is ready; if it fails we
- * still mix in the clock and an address, which is weaker but never zero. */
+/* ------------------------------------------------------------ auxv, vDSO, clock, randomness */
+
+typedef int (*vdso_clock_fn)(clockid_t, struct timespec *);
+static _Atomic(vdso_clock_fn) vdso_clock; /* NULL: use the system call */
+static unsigned char at_random[16];       /* the kernel's 16 random bytes for this process */
+
+static void raw_clock(clockid_t clock, struct timespec *ts) {
+    vdso_clock_fn fn = atomic_load_explicit(&vdso_clock, memory_order_relaxed);
+    if (!fn || fn(clock, ts) != 0) raw_syscall6(SYS_clock_gettime, clock, (long)ts, 0, 0, 0, 0);
+}
+
+/* clock_gettime in the vDSO image at `base`, found through its dynamic
+ * symbol table (DT_HASH gives the symbol count); NULL if not there. */
+static vdso_clock_fn vdso_lookup(uintptr_t base) {
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return NULL;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(base + eh->e_phoff);
+    uintptr_t load_offset = 0;
+    const Elf64_Dyn *dyn = NULL;
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type == PT_LOAD) load_offset = base + ph[i].p_offset - ph[i].p_vaddr;
+        if (ph[i].p_type == PT_DYNAMIC) dyn = (const Elf64_Dyn *)(base + ph[i].p_offset);
+    }
+    if (!dyn) return NULL;
+    const Elf64_Sym *symtab = NULL;
+    const char *strtab = NULL;
+    const Elf64_Word *hash = NULL;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        if (dyn->d_tag == DT_SYMTAB) symtab = (const Elf64_Sym *)(dyn->d_un.d_ptr + load_offset);
+        if (dyn->d_tag == DT_STRTAB) strtab = (const char *)(dyn->d_un.d_ptr + load_offset);
+        if (dyn->d_tag == DT_HASH) hash = (const Elf64_Word *)(dyn->d_un.d_ptr + load_offset);
+    }
+    if (!symtab || !strtab || !hash) return NULL;
+    for (Elf64_Word i = 0; i < hash[1]; i++) { /* hash[1]: nchain, the number of symbols */
+        const Elf64_Sym *sym = &symtab[i];
+        if (ELF64_ST_TYPE(sym->st_info) == STT_FUNC && sym->st_shndx != SHN_UNDEF &&
+            strcmp(strtab + sym->st_name, "__vdso_clock_gettime") == 0)
+            return (vdso_clock_fn)(load_offset + sym->st_value);
+    }
+    return NULL;
+}
+
+/* Read this process's auxiliary vector from /proc with raw calls (getauxval
+ * is a libc symbol, and so interposable): the vDSO's address and AT_RANDOM.
+ * Without /proc, the clock is a system call and the secret is seeded from
+ * getrandom, the clock and the pid. Every racing initialiser finds the same. */
+void cm_os_init(void) {
+    Elf64_auxv_t aux[64];
+    long fd = raw_syscall6(SYS_open, (long)"/proc/self/auxv", O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+    if (raw_failed(fd)) return;
+    long got = raw_syscall6(SYS_read, fd, (long)aux, sizeof aux, 0, 0, 0);
+    raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+    for (long i = 0; !raw_failed(got) && i < got / (long)sizeof aux[0] && aux[i].a_type != AT_NULL; i++) {
+        if (aux[i].a_type == AT_RANDOM) memcpy(at_random, (const void *)aux[i].a_un.a_val, sizeof at_random);
+        if (aux[i].a_type == AT_SYSINFO_EHDR)
+            atomic_store_explicit(&vdso_clock, vdso_lookup(aux[i].a_un.a_val), memory_order_relaxed);
+    }
+}
+
+/* GRND_NONBLOCK: early in boot, before the kernel's pool is seeded, plain
+ * getrandom blocks, and malloc must not. Then, and wherever getrandom is
+ * missing or filtered, the bytes come from AT_RANDOM (random per exec),
+ * the pid and a fine clock (which differ between forked children), and the
+ * buffer's address, mixed: weaker than getrandom, never constant. */
 void cm_os_random(void *buf, size_t n) {
-    long r = raw_syscall6(SYS_getrandom, (long)buf, (long)n, 0, 0, 0, 0);
-    if ((size_t)r != n) {
-        uint64_t x = cm_os_now_ns() ^ (uintptr_t)buf ^ 0x9e3779b97f4a7c15ull;
-        unsigned char *out = buf;
-        for (size_t i = 0; i < n; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            out[i] ^= (unsigned char)x;
-        }
+    long r = raw_syscall6(SYS_getrandom, (long)buf, (long)n, GRND_NONBLOCK, 0, 0, 0);
+    if ((size_t)r == n) return;
+    struct timespec ts;
+    raw_clock(CLOCK_MONOTONIC, &ts);
+    uint64_t seed[2];
+    memcpy(seed, at_random, sizeof seed);
+    uint64_t x = seed[0] ^ (seed[1] * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+                 ((uint64_t)raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0) << 40) ^ (uintptr_t)buf;
+    unsigned char *out = buf;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        out[i] = (unsigned char)(x * 0x2545f4914f6cdd1dull >> 56);
     }
 }
 
@@ -114,8 +194,9 @@ void cm_os_write(int fd, const char *buf, size_t n) {
     }
 }
 
+/* The coarse clock: read from the vDSO's data page, no system call. */
 uint64_t cm_os_now_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call, no lock */
+    raw_clock(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

@@ -1,5 +1,6 @@
-/* sec_interpose_lib: an LD_PRELOAD interposer of the kind profilers and
- * sandboxes use. It wraps mmap, munmap, open and dl_iterate_phdr, finds the
+/* sec_interpose_lib: an LD_PRELOAD interposer of the kind profilers,
+ * sandboxes, tracers and time-faking shims use. It wraps mmap, munmap, open,
+ * dl_iterate_phdr and clock_gettime, finds the
  * real functions with dlsym(RTLD_NEXT, ...) on first use (dlsym itself calls
  * calloc), and allocates inside every wrapper: so malloc is re-entered while
  * the program, libc or the allocator is in the middle of something. */
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 static __thread int inside; /* a wrapper calling into malloc may come back here */
 
@@ -58,4 +60,10 @@ int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data
     REAL(dl_iterate_phdr);
     touch_heap();
     return real_dl_iterate_phdr(cb, data);
+}
+
+int clock_gettime(clockid_t clock, struct timespec *ts) {
+    REAL(clock_gettime);
+    touch_heap();
+    return real_clock_gettime(clock, ts);
 }

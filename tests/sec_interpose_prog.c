@@ -1,7 +1,10 @@
 /* sec_interpose_prog: the program run under the interposer: threads that
  * allocate and check blocks of all sizes, and meanwhile call the wrapped
  * functions (mmap, munmap, open, dl_iterate_phdr), so the wrappers resolve
- * their targets and allocate concurrently with the threads' own allocation. */
+ * their targets and allocate concurrently with the threads' own allocation.
+ * Rounds of many blocks freed together empty whole superblocks, where an
+ * allocator that reads the clock through libc would call the wrapped
+ * clock_gettime in the middle of a flush. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <link.h>
@@ -17,6 +20,22 @@ static int count_objects(struct dl_phdr_info *info, size_t size, void *data) {
     (void)info, (void)size;
     ++*(int *)data;
     return 0;
+}
+
+/* Allocate and free a few thousand blocks at once: the frees flush batches
+ * that empty whole superblocks. */
+static void empty_superblocks(uint64_t x) {
+    enum { N = 3000 };
+    static __thread unsigned char *blocks[N];
+    for (int i = 0; i < N; i++) {
+        size_t n = 16 + (size_t)((x >> 40) + (uint64_t)i * 97) % 2000;
+        if (!(blocks[i] = malloc(n))) abort();
+        memset(blocks[i], i & 0xff, 16);
+    }
+    for (int i = 0; i < N; i++) {
+        if (blocks[i][15] != (unsigned char)(i & 0xff)) abort();
+        free(blocks[i]);
+    }
 }
 
 static void *worker(void *arg) {
@@ -37,6 +56,7 @@ static void *worker(void *arg) {
             if (fd < 0 || objects == 0 || m == MAP_FAILED) abort();
             close(fd);
             munmap(m, 1 << 16);
+            empty_superblocks(x);
         }
     }
     return NULL;

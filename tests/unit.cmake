@@ -2,6 +2,7 @@
 cm_unit_test(unit_size_class unit_size_class.c)
 cm_unit_test(unit_pagemap unit_pagemap.c)
 cm_unit_test(unit_heap unit_heap.c)
+cm_unit_test(unit_getrandom unit_getrandom.c)
 cm_unit_test(unit_trim_aba unit_trim_aba.c)
 cm_script_test(install_check install_check.sh)
 
