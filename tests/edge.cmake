@@ -2,3 +2,10 @@
 # here failed before the fix it covers (issue "Reliability at the edges").
 cm_test(edge_address_space edge_address_space.c)
 cm_test(edge_huge edge_huge.c)
+
+add_executable(edge_dlclose edge_dlclose.c)
+target_compile_options(edge_dlclose PRIVATE ${CM_TEST_FLAGS})
+target_link_libraries(edge_dlclose PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+add_dependencies(edge_dlclose cagemalloc)
+add_test(NAME edge_dlclose COMMAND edge_dlclose)
+set_tests_properties(edge_dlclose PROPERTIES ENVIRONMENT "${CM_TEST_ENV}" TIMEOUT 120)
