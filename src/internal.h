@@ -418,17 +418,18 @@ typedef struct cm_class_cold {
  * live there. Records come from a lock-free pool, recycled at thread exit. */
 typedef struct cm_tcache_cold {
     cm_class_cold_t c[CM_NUM_CLASSES + 1];
-    _Atomic uintptr_t pool_next;
+    uint32_t ref;                /* this record's name in the pool (tcache.c) */
+    _Atomic uint32_t pool_next;  /* next free record's ref, while in the pool */
 } cm_tcache_cold_t;
 
 typedef struct cm_tcache {
     uint32_t tag;           /* 1..31, this thread's owner tag in page-map entries */
-    int state;              /* CM_TC_UNINIT (new, or after thread exit) or CM_TC_ACTIVE */
+    int state;              /* CM_TC_UNINIT (new), CM_TC_ACTIVE, or CM_TC_DEAD (after its exit hook) */
     uint32_t refills;       /* heap refills so far (paces cm_heap_decay) */
     cm_tcache_cold_t *cold; /* set while ACTIVE */
     cm_bin_t bins[CM_NUM_CLASSES + 1];
 } cm_tcache_t;
-enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1 };
+enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1, CM_TC_DEAD = 2 };
 
 CM_HIDDEN extern __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
 

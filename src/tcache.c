@@ -37,43 +37,61 @@ void cm_stats_publish_thread(void) {
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) publish_bin(tc, c);
 }
 
-/* ------------------------------------------------------------ thread start and exit */
-
 /* ------------------------------------------------------------ cold records */
 
-/* A lock-free stack of free cold records, head = {pointer:48, tag:16}. The
- * records are never unmapped, so a stale read of one is harmless and the tag
- * defeats ABA, as for descriptors. */
-#define COLD_PTR_MASK (((uintptr_t)1 << 48) - 1)
-#define COLD_CHUNK ((size_t)64 << 10)
-static _Atomic uintptr_t cold_pool;
+/* Records live in chunks mapped on demand and never unmapped, named by a
+ * 32-bit ref (index + 1; 0 is none), so the pool's head is {ref:32, tag:32}
+ * in one CAS'ed word: a stale read of a record is harmless, and a 32-bit tag
+ * defeats ABA (with 16 bits, a cold_get preempted across 65,536 pool
+ * operations could hand one record to two threads). At most COLD_CHUNKS *
+ * RECORDS_PER_CHUNK threads have a cache at once; a thread started beyond
+ * that, or without memory for a record, runs without one (alloc_uncached). */
+#define COLD_CHUNK ((size_t)1 << 20)
+#define RECORDS_PER_CHUNK ((uint32_t)(COLD_CHUNK / sizeof(cm_tcache_cold_t)))
+#define COLD_CHUNKS 1024
+static _Atomic(cm_tcache_cold_t *) cold_chunks[COLD_CHUNKS];
+static _Atomic uint32_t cold_chunks_made;
+static _Atomic uint64_t cold_pool; /* {ref:32, tag:32} */
 
-static void cold_put(cm_tcache_cold_t *rec) {
-    uintptr_t old = atomic_load_explicit(&cold_pool, memory_order_relaxed);
+static cm_tcache_cold_t *cold_at(uint32_t ref) {
+    cm_tcache_cold_t *chunk = atomic_load_explicit(&cold_chunks[(ref - 1) / RECORDS_PER_CHUNK], memory_order_acquire);
+    return &chunk[(ref - 1) % RECORDS_PER_CHUNK];
+}
+
+static void cold_put_ref(uint32_t ref) {
+    cm_tcache_cold_t *rec = cold_at(ref);
+    uint64_t old = atomic_load_explicit(&cold_pool, memory_order_relaxed);
     do {
-        atomic_store_explicit(&rec->pool_next, old & COLD_PTR_MASK, memory_order_relaxed);
+        atomic_store_explicit(&rec->pool_next, (uint32_t)old, memory_order_relaxed);
         /* release: the next owner sees the record as we left it */
-    } while (!atomic_compare_exchange_weak_explicit(&cold_pool, &old, (uintptr_t)rec | ((old & ~COLD_PTR_MASK) + (COLD_PTR_MASK + 1)),
+    } while (!atomic_compare_exchange_weak_explicit(&cold_pool, &old, ((old >> 32) + 1) << 32 | ref,
                                                     memory_order_release, memory_order_relaxed));
 }
 
-/* A zeroed record: from the pool, or carved from a fresh chunk (the rest of
- * which goes to the pool). NULL if the OS has no memory. */
+static void cold_put(cm_tcache_cold_t *rec) { cold_put_ref(rec->ref); }
+
+/* A zeroed record: from the pool, or from a new chunk (the rest of which
+ * goes to the pool). NULL if the OS has no memory or the table is full. */
 static cm_tcache_cold_t *cold_get(void) {
-    uintptr_t old = atomic_load_explicit(&cold_pool, memory_order_acquire);
-    for (;;) {
-        cm_tcache_cold_t *rec = (cm_tcache_cold_t *)(old & COLD_PTR_MASK);
-        if (!rec) break;
-        uintptr_t next = atomic_load_explicit(&rec->pool_next, memory_order_relaxed);
-        if (atomic_compare_exchange_weak_explicit(&cold_pool, &old, next | ((old & ~COLD_PTR_MASK) + (COLD_PTR_MASK + 1)),
+    /* acquire: pairs with cold_put's release */
+    uint64_t old = atomic_load_explicit(&cold_pool, memory_order_acquire);
+    while ((uint32_t)old != 0) {
+        cm_tcache_cold_t *rec = cold_at((uint32_t)old);
+        uint32_t next = atomic_load_explicit(&rec->pool_next, memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&cold_pool, &old, ((old >> 32) + 1) << 32 | next,
                                                   memory_order_acquire, memory_order_acquire)) {
             memset(rec->c, 0, sizeof rec->c);
             return rec;
         }
     }
+    /* relaxed ticket: the chunk's pointer is published by the release store below */
+    uint32_t index = atomic_fetch_add_explicit(&cold_chunks_made, 1, memory_order_relaxed);
+    if (index >= COLD_CHUNKS) return NULL;
     cm_tcache_cold_t *chunk = cm_os_map(COLD_CHUNK);
-    if (!chunk) return NULL;
-    for (size_t i = 1; i < COLD_CHUNK / sizeof *chunk; i++) cold_put(&chunk[i]);
+    if (!chunk) return NULL; /* the slot stays empty; its refs are never handed out */
+    for (uint32_t i = 0; i < RECORDS_PER_CHUNK; i++) chunk[i].ref = index * RECORDS_PER_CHUNK + i + 1;
+    atomic_store_explicit(&cold_chunks[index], chunk, memory_order_release);
+    for (uint32_t i = 1; i < RECORDS_PER_CHUNK; i++) cold_put(&chunk[i]);
     return &chunk[0];
 }
 
@@ -100,7 +118,7 @@ void cm_tcache_global_init(void) {
 static _Atomic uint32_t thread_seq;
 
 /* Start the calling thread's cache; false (cache still UNINIT) if there is
- * no memory for its cold record. */
+ * no record for its slow-path state. */
 static bool thread_start(cm_tcache_t *tc) {
     cm_ensure_init();
     if (!(tc->cold = cold_get())) return false;
@@ -120,41 +138,48 @@ static bool thread_start(cm_tcache_t *tc) {
 static void flush_blocks(cm_tcache_t *tc, unsigned cls, uint32_t n);
 static void flush_remote(cm_tcache_t *tc, unsigned cls);
 
-/* The remainder of a fresh superblock goes back as one chain. */
-static void return_bump(cm_tcache_t *tc, unsigned cls) {
-    char *p = tc->cold->c[cls].bump, *end = tc->cold->c[cls].bump_end;
+/* The uncarved blocks [p, end) of a fresh superblock of class cls go back
+ * to it as one chain. */
+static void return_uncarved(unsigned cls, char *p, char *end) {
     if (p >= end) return;
     uint32_t size = cm_class_info[cls].block_size, n = 0;
     for (char *b = p; b < end; b += size, n++) cm_block_set_next(b, b + size < end ? b + size : NULL);
     cm_heap_return_chain(cm_heap_desc_of(p), p, end - size, n);
-    tc->cold->c[cls].bump = tc->cold->c[cls].bump_end = NULL;
 }
 
-/* Return every cached block of tc; at thread exit also the uncarved rest of
- * its fresh superblocks, and leave the cache as new. */
+/* Return everything tc holds: cached blocks, remote lists and the uncarved
+ * rest of its fresh superblocks. At thread exit the cache then goes DEAD
+ * for good: it gives its record back and never starts again. */
 static void flush_everything(cm_tcache_t *tc, bool exiting) {
     if (tc->state != CM_TC_ACTIVE) return;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         publish_bin(tc, c);
         flush_blocks(tc, c, tc->bins[c].count);
         flush_remote(tc, c);
-        if (exiting) {
-            return_bump(tc, c);
-            tc->bins[c].limit = 0;
-        }
+        return_uncarved(c, tc->cold->c[c].bump, tc->cold->c[c].bump_end);
+        tc->cold->c[c].bump = tc->cold->c[c].bump_end = NULL;
+        if (exiting) tc->bins[c].limit = 0;
         publish_bin(tc, c);
     }
     if (exiting) {
-        tc->state = CM_TC_UNINIT;
+        tc->state = CM_TC_DEAD;
         cold_put(tc->cold);
         tc->cold = NULL;
     }
 }
 
-/* pthread key destructor. Afterwards the cache is as new (UNINIT): if a later
- * destructor of the same thread allocates, the cache starts again and
- * registers again, and glibc runs this destructor once more. */
+/* pthread key destructor. glibc frees per-thread state (the dlerror result,
+ * the strsignal buffer, the resolver's) after every key destructor has run,
+ * and later destructors may allocate: from now on the thread allocates and
+ * frees straight from the heap (DEAD), as a restarted cache would be left
+ * behind with its record when the thread is gone. */
 static void thread_exit(void *arg) { flush_everything(arg, true); }
+
+/* The thread's cache can be used, starting it on first use. False for a
+ * DEAD thread, or one that could not get a record. */
+static bool cache_ready(cm_tcache_t *tc) {
+    return cm_likely(tc->state == CM_TC_ACTIVE) || (tc->state == CM_TC_UNINIT && thread_start(tc));
+}
 
 void cm_tcache_flush_all(void) { flush_everything(&cm_tcache, false); }
 
@@ -204,15 +229,29 @@ static void take_chain(cm_tcache_t *tc, unsigned cls, void *chain, uint32_t coun
     if (bin->limit <= count) bin->limit = count < max ? count + 1 : max;
 }
 
+/* One block of class cls without a cache (a thread past its exit hook, or
+ * without a record): refill, keep one block, give the rest straight back. */
+static void *alloc_uncached(unsigned cls, bool zero) {
+    cm_refill_t r;
+    if (!cm_heap_refill(cls, 0, &r)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    uint32_t size = cm_class_info[cls].block_size;
+    char *b = r.chain ? r.chain : r.fresh;
+    if (r.chain && r.count > 1) return_list(cls, cm_block_peek_next(b), r.count - 1, false);
+    if (!r.chain) return_uncarved(cls, b + size, b + (size_t)cm_class_info[cls].max_count * size);
+    cm_block_mark_used(b);
+    if (zero && (r.chain || r.fresh_dirty)) memset(b, 0, size);
+    return b;
+}
+
 /* malloc found bin `cls` empty. Returns a block (zeroed if `zero`) or NULL
  * with errno ENOMEM. A zeroing request is served straight from a fresh
  * superblock when there is one, whose memory the OS gave us zeroed. */
 void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
     cm_tcache_t *tc = &cm_tcache;
-    if (cm_unlikely(tc->state != CM_TC_ACTIVE) && !thread_start(tc)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (!cache_ready(tc)) return alloc_uncached(cls, zero);
     cm_bin_t *bin = &tc->bins[cls];
     uint32_t size = cm_class_info[cls].block_size;
     if (!bin->head) {
@@ -352,7 +391,7 @@ void cm_tcache_free_remote(void *p, unsigned cls) {
  * thread that frees a lot flushes rarely while an idle thread holds little. */
 void cm_tcache_flush_free(void *p, unsigned cls) {
     cm_tcache_t *tc = &cm_tcache;
-    if (cm_unlikely(tc->state != CM_TC_ACTIVE) && !thread_start(tc)) {
+    if (!cache_ready(tc)) {
         cm_heap_return_chain(cm_heap_desc_of(p), p, p, 1); /* no cache: straight back */
         return;
     }

@@ -1,7 +1,10 @@
 # Reliability at the edges: what users hit outside the core paths. Each test
 # here failed before the fix it covers (issue "Reliability at the edges").
-cm_test(edge_address_space edge_address_space.c)
+cm_test(edge_free_tag edge_free_tag.c)
+cm_test(edge_exit_churn edge_exit_churn.c)
+target_link_libraries(edge_exit_churn PRIVATE ${CMAKE_DL_LIBS})
 cm_test(edge_huge edge_huge.c)
+cm_test(edge_address_space edge_address_space.c)
 
 add_executable(edge_dlclose edge_dlclose.c)
 target_compile_options(edge_dlclose PRIVATE ${CM_TEST_FLAGS})
