@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <malloc.h>
+#include <stdio.h>
 
 CM_HIDDEN void *cm_impl_malloc(size_t size);
 CM_HIDDEN void cm_impl_free(void *p);
@@ -19,5 +20,7 @@ CM_HIDDEN void *cm_impl_pvalloc(size_t size);
 CM_HIDDEN size_t cm_impl_usable_size(const void *p);
 CM_HIDDEN int cm_impl_trim(void);
 CM_HIDDEN struct mallinfo2 cm_stats_mallinfo2(void);
+CM_HIDDEN struct mallinfo cm_stats_mallinfo(void);
+CM_HIDDEN int cm_stats_malloc_info(int options, FILE *fp);
 
 #endif /* CM_API_H */

@@ -24,13 +24,14 @@ void (*volatile cm_test_hook)(const char *point);
 
 /* Publish the random link key exactly once; every racer ends with the
  * winner's value (never 0, as TAG_ONE is set), so links encoded by any
- * thread decode in every other. */
-static void init_link_key(void) {
+ * thread decode in every other. Says where this racer's bytes came from. */
+static const char *init_link_key(void) {
     uintptr_t mine = 0, none = 0;
-    if (__atomic_load_n(&cm_link_key, __ATOMIC_ACQUIRE)) return;
-    cm_os_random(&mine, sizeof mine);
+    if (__atomic_load_n(&cm_link_key, __ATOMIC_ACQUIRE)) return "another thread's initialisation";
+    bool strong = cm_os_random(&mine, sizeof mine);
     mine = (mine | TAG_ONE) & ~TAG_ZERO;
     __atomic_compare_exchange_n(&cm_link_key, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return strong ? "getrandom" : "AT_RANDOM, the pid and the clock: getrandom failed";
 }
 
 /* Reserve the descriptor region, smaller if the address-space limit says
@@ -57,9 +58,15 @@ static bool init_descriptor_region(void) {
 void cm_init_slow(void) {
     cm_os_init();
     cm_options_load(); /* sets cm_harden too */
-    init_link_key();
+    const char *secret_source = init_link_key();
     if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */
     cm_tcache_global_init();
-    /* release: a thread that sees the flag sees everything above */
-    atomic_store_explicit(&cm_initialized, 1, memory_order_release);
+    /* release: a thread that sees the flag sees everything above; the one
+     * racer that sets it reports (so the report is printed once) */
+    int none = 0;
+    if (atomic_compare_exchange_strong_explicit(&cm_initialized, &none, 1, memory_order_release,
+                                                memory_order_relaxed) &&
+        cm_options.verbose)
+        cm_stats_verbose_init(secret_source, cm_os_clock_in_vdso() ? "clock_gettime in the vDSO"
+                                                                   : "clock_gettime system call (no vDSO found)");
 }

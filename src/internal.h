@@ -227,13 +227,15 @@ CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);
 CM_HIDDEN bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
 CM_HIDDEN bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target);
-CM_HIDDEN void cm_os_random(void *buf, size_t n);
+CM_HIDDEN bool cm_os_random(void *buf, size_t n);          /* false: getrandom failed, weaker fallback used */
+CM_HIDDEN bool cm_os_clock_in_vdso(void);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
 
 /* ---------------------------------------------------------------- options */
 typedef struct cm_options {
     bool show_stats;          /* CAGEMALLOC_SHOW_STATS */
+    bool verbose;             /* CAGEMALLOC_VERBOSE: report what init decided */
     size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: most bytes of empty superblocks kept committed */
     size_t large_cache;       /* CAGEMALLOC_LARGE_CACHE: bytes of freed large mappings kept */
     uint64_t decay_ns;        /* CAGEMALLOC_DECAY_MS: kept memory idle this long goes back to the OS */
@@ -483,5 +485,6 @@ CM_INLINE void cm_count(_Atomic size_t *c, size_t n) { atomic_fetch_add_explicit
 CM_INLINE void cm_uncount(_Atomic size_t *c, size_t n) { atomic_fetch_sub_explicit(c, n, memory_order_relaxed); }
 CM_HIDDEN void cm_stats_publish_thread(void);
 CM_HIDDEN void cm_stats_report(int fd);
+CM_HIDDEN void cm_stats_verbose_init(const char *secret_source, const char *clock_source);
 
 #endif /* CM_INTERNAL_H */

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 #define DEFAULT_OPTIONS                                                                            \
-    {.show_stats = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
+    {.show_stats = false, .verbose = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
      .decay_ns = 1000ull * 1000000ull}
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
@@ -49,10 +49,12 @@ void cm_options_load(void) {
     const cm_options_t d = DEFAULT_OPTIONS;
     cm_options_t o = d;
     o.show_stats = env_flag("CAGEMALLOC_SHOW_STATS", false);
+    o.verbose = env_flag("CAGEMALLOC_VERBOSE", false);
     o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep);
     o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache);
     o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000) * 1000000ull;
     SET_ONCE(cm_options.show_stats, d.show_stats, o.show_stats);
+    SET_ONCE(cm_options.verbose, d.verbose, o.verbose);
     SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
     SET_ONCE(cm_options.large_cache, d.large_cache, o.large_cache);
     SET_ONCE(cm_options.decay_ns, d.decay_ns, o.decay_ns);

@@ -169,9 +169,9 @@ void cm_os_init(void) {
  * missing or filtered, the bytes come from AT_RANDOM (random per exec),
  * the pid and a fine clock (which differ between forked children), and the
  * buffer's address, mixed: weaker than getrandom, never constant. */
-void cm_os_random(void *buf, size_t n) {
+bool cm_os_random(void *buf, size_t n) {
     long r = raw_syscall6(SYS_getrandom, (long)buf, (long)n, GRND_NONBLOCK, 0, 0, 0);
-    if ((size_t)r == n) return;
+    if ((size_t)r == n) return true;
     struct timespec ts;
     raw_clock(CLOCK_MONOTONIC, &ts);
     uint64_t seed[2];
@@ -183,7 +183,10 @@ void cm_os_random(void *buf, size_t n) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         out[i] = (unsigned char)(x * 0x2545f4914f6cdd1dull >> 56);
     }
+    return false;
 }
+
+bool cm_os_clock_in_vdso(void) { return atomic_load_explicit(&vdso_clock, memory_order_relaxed) != NULL; }
 
 void cm_os_write(int fd, const char *buf, size_t n) {
     while (n > 0) {

@@ -1,9 +1,13 @@
 /* override.c: the standard allocation names, exported by libcagemalloc.so so
  * that linking it or LD_PRELOADing it replaces the system allocator. Not in
  * libcagemalloc.a, which offers only the cm_ names. malloc and free inline
- * the fast paths; the rest are direct calls to hidden implementations. */
+ * the fast paths; the rest are direct calls to hidden implementations.
+ * Besides the standard names, what glibc programs link against and other
+ * allocators provide: cfree, mallinfo, malloc_info, mallopt, and the
+ * __libc_* entry points that some preloaded tools call directly. */
 #include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "alloc_inline.h"
@@ -30,3 +34,20 @@ CM_EXPORT int malloc_trim(size_t pad) {
 }
 CM_EXPORT void malloc_stats(void) { cm_stats_report(2); }
 CM_EXPORT struct mallinfo2 mallinfo2(void) { return cm_stats_mallinfo2(); }
+CM_EXPORT struct mallinfo mallinfo(void) { return cm_stats_mallinfo(); }
+CM_EXPORT int malloc_info(int options, FILE *fp) { return cm_stats_malloc_info(options, fp); }
+/* glibc's tuning knobs (M_MMAP_THRESHOLD, M_ARENA_MAX, ...) have no
+ * counterpart here: accepted and ignored, reported as success. */
+CM_EXPORT int mallopt(int param, int value) {
+    (void)param, (void)value;
+    return 1;
+}
+CM_EXPORT void cfree(void *p) { cm_free_inline(p); }
+
+CM_EXPORT void *__libc_malloc(size_t size) { return cm_malloc_inline(size); }
+CM_EXPORT void __libc_free(void *p) { cm_free_inline(p); }
+CM_EXPORT void *__libc_calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }
+CM_EXPORT void *__libc_realloc(void *p, size_t size) { return cm_impl_realloc(p, size); }
+CM_EXPORT void *__libc_memalign(size_t align, size_t size) { return cm_impl_memalign(align, size); }
+CM_EXPORT void *__libc_valloc(size_t size) { return cm_impl_aligned_alloc(CM_PAGE_SIZE, size); }
+CM_EXPORT void *__libc_pvalloc(size_t size) { return cm_impl_pvalloc(size); }

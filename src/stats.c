@@ -1,22 +1,30 @@
-/* stats.c: the counters, the report printed by malloc_stats() and at exit
- * with CAGEMALLOC_SHOW_STATS=1, and the cm_stats_get snapshot.
+/* stats.c: the counters and what reports them: the report printed by
+ * malloc_stats() and at exit with CAGEMALLOC_SHOW_STATS=1, the start-up
+ * report of CAGEMALLOC_VERBOSE=1, the cm_stats_get snapshot, and glibc's
+ * mallinfo, mallinfo2 and malloc_info.
  *
- * The report is formatted by hand into a stack buffer and written with a raw
- * system call: no stdio (which allocates), so it is safe at exit and from
- * inside the allocator. Per-class counts of other threads still running are
- * included up to their last cache refill or flush. */
+ * Reports are formatted by hand into a stack buffer and written with a raw
+ * system call: no stdio (which allocates), so they are safe at exit and from
+ * inside the allocator (malloc_info, handed a FILE by its caller, writes the
+ * same text with fwrite). Per-class counts of other threads still running
+ * are included up to their last cache refill or flush. */
+#include <errno.h>
+#include <limits.h>
+
 #include "api.h"
 
 cm_counters_t cm_counters;
 
 typedef struct out {
     int fd;
+    FILE *fp;  /* if set, written here instead of fd */
     size_t len;
     char buf[4096];
 } out_t;
 
 static void flush_out(out_t *o) {
-    cm_os_write(o->fd, o->buf, o->len);
+    if (o->fp) fwrite(o->buf, 1, o->len, o->fp);
+    else cm_os_write(o->fd, o->buf, o->len);
     o->len = 0;
 }
 
@@ -97,6 +105,8 @@ __attribute__((destructor)) static void report_at_exit(void) {
     if (cm_options.show_stats) cm_stats_report(2);
 }
 
+/* ------------------------------------------------------------ glibc's interfaces */
+
 /* glibc's mallinfo2 fields, from our counters: arena = small-block address
  * space, hblks/hblkhd = large blocks, uordblks = bytes in blocks in use
  * (class counts of other running threads lag, see above). */
@@ -117,4 +127,117 @@ struct mallinfo2 cm_stats_mallinfo2(void) {
     m.fordblks = committed > m.uordblks ? committed - m.uordblks : 0;
     m.keepcost = cached;
     return m;
+}
+
+/* The old mallinfo has int fields; values that do not fit saturate at
+ * INT_MAX rather than wrap (as glibc's do). */
+static int saturate(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+struct mallinfo cm_stats_mallinfo(void) {
+    struct mallinfo2 m2 = cm_stats_mallinfo2();
+    struct mallinfo m = {0};
+    m.arena = saturate(m2.arena);
+    m.hblks = saturate(m2.hblks);
+    m.hblkhd = saturate(m2.hblkhd);
+    m.uordblks = saturate(m2.uordblks);
+    m.fordblks = saturate(m2.fordblks);
+    m.keepcost = saturate(m2.keepcost);
+    return m;
+}
+
+static void put_attr(out_t *o, const char *name, uint64_t v) {
+    put(o, " ");
+    put(o, name);
+    put(o, "=\"");
+    put_num(o, v, 0);
+    put(o, "\"");
+}
+
+/* glibc's XML layout, one <heap> for the whole process: <sizes> lists each
+ * size class with blocks in use (glibc lists free chunks, which here sit in
+ * thread caches and superblocks), then totals as glibc names them. */
+int cm_stats_malloc_info(int options, FILE *fp) {
+    if (options != 0 || fp == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    cm_stats_publish_thread();
+    out_t o = {.fp = fp};
+    put(&o, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
+    uint64_t prev = 0, small_count = 0, small_bytes = 0;
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        uint64_t a = load(&cm_counters.allocs[c]), f = load(&cm_counters.frees[c]);
+        uint64_t size = cm_class_info[c].block_size, live = a > f ? a - f : 0;
+        if (live) {
+            put(&o, "<size");
+            put_attr(&o, "from", prev + 1);
+            put_attr(&o, "to", size);
+            put_attr(&o, "total", live * size);
+            put_attr(&o, "count", live);
+            put(&o, "/>\n");
+        }
+        small_count += live, small_bytes += live * size, prev = size;
+    }
+    size_t mapped = load_size(&cm_counters.mapped), committed = load_size(&cm_counters.committed);
+    size_t large = load_size(&cm_counters.large_live), large_n = load_size(&cm_counters.large_count);
+    put(&o, "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\"");
+    put_attr(&o, "count", small_count);
+    put_attr(&o, "size", small_bytes);
+    put(&o, "/>\n<system type=\"current\"");
+    put_attr(&o, "size", committed);
+    put(&o, "/>\n<system type=\"max\"");
+    put_attr(&o, "size", mapped);
+    put(&o, "/>\n<aspace type=\"total\"");
+    put_attr(&o, "size", mapped);
+    put(&o, "/>\n<aspace type=\"mprotect\"");
+    put_attr(&o, "size", mapped);
+    put(&o, "/>\n</heap>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\"");
+    put_attr(&o, "count", small_count);
+    put_attr(&o, "size", small_bytes);
+    put(&o, "/>\n<total type=\"mmap\"");
+    put_attr(&o, "count", large_n);
+    put_attr(&o, "size", large);
+    put(&o, "/>\n<system type=\"current\"");
+    put_attr(&o, "size", committed);
+    put(&o, "/>\n<system type=\"max\"");
+    put_attr(&o, "size", mapped);
+    put(&o, "/>\n<aspace type=\"total\"");
+    put_attr(&o, "size", mapped);
+    put(&o, "/>\n<aspace type=\"mprotect\"");
+    put_attr(&o, "size", mapped);
+    put(&o, "/>\n</malloc>\n");
+    flush_out(&o);
+    return 0;
+}
+
+/* ------------------------------------------------------------ CAGEMALLOC_VERBOSE */
+
+static void put_line(out_t *o, const char *label, uint64_t v, const char *unit) {
+    put(o, "cagemalloc: ");
+    put(o, label);
+    put_num(o, v, 0);
+    put(o, unit);
+    put(o, "\n");
+}
+
+/* What init decided, on stderr, once per process. */
+void cm_stats_verbose_init(const char *secret_source, const char *clock_source) {
+    out_t o = {.fd = 2};
+    put(&o, "cagemalloc: version ");
+    put_num(&o, CAGEMALLOC_VERSION_MAJOR, 0);
+    put(&o, ".");
+    put_num(&o, CAGEMALLOC_VERSION_MINOR, 0);
+    put(&o, cm_harden ? ", hardening on (free-list secret from " : ", hardening off (CAGEMALLOC_HARDEN=0 or built without; secret from ");
+    put(&o, secret_source);
+    put(&o, ")\ncagemalloc: clock: ");
+    put(&o, clock_source);
+    put(&o, "\n");
+    put_line(&o, "empty superblocks kept up to ", cm_options.empty_keep >> 10, " KiB (CAGEMALLOC_EMPTY_KEEP)");
+    put_line(&o, "large mappings cached up to ", cm_options.large_cache >> 10, " KiB (CAGEMALLOC_LARGE_CACHE)");
+    put_line(&o, "kept memory returned after ", cm_options.decay_ns / 1000000, " ms idle (CAGEMALLOC_DECAY_MS)");
+    put_line(&o, "descriptors: ", cm_desc_capacity(), " (one per superblock or large block; at the cap malloc fails with ENOMEM)");
+    put_line(&o, "small-block heap limit at the descriptor cap: ", ((uint64_t)cm_desc_capacity() << CM_UNIT_SHIFT) >> 30,
+             " GiB of 64 KiB superblocks");
+    put_line(&o, "size classes: ", CM_NUM_CLASSES, " up to 128 KiB; larger blocks are their own mappings");
+    flush_out(&o);
 }

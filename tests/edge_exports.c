@@ -1,0 +1,144 @@
+/* edge_exports: what glibc programs link against besides the standard
+ * names, and what other allocators provide, comes from cagemalloc: cfree,
+ * mallinfo (the old struct, saturating), malloc_info (glibc's XML), mallopt
+ * (accepted, ignored), and the __libc_* entry points that preloaded tools
+ * call directly. CAGEMALLOC_VERBOSE=1 reports what init decided, once. */
+#include "core_util.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <sys/wait.h>
+
+#include "cagemalloc.h"
+
+static const char *const names[] = {"cfree", "mallinfo", "malloc_info", "mallopt", "__libc_malloc", "__libc_free",
+                                    "__libc_calloc", "__libc_realloc", "__libc_memalign", "__libc_valloc",
+                                    "__libc_pvalloc"};
+
+static void *ours(const char *name)
+{
+    void *sym = dlsym(RTLD_DEFAULT, name);
+    Dl_info info;
+    CMT_CHECK(sym && dladdr(sym, &info) && info.dli_fname && strstr(info.dli_fname, "libcagemalloc"),
+              "%s does not come from libcagemalloc (%s)", name, sym && dladdr(sym, &info) ? info.dli_fname : "missing");
+    return sym;
+}
+
+static void check_libc_entry_points(void)
+{
+    void *(*libc_malloc)(size_t) = ours("__libc_malloc");
+    void *(*libc_calloc)(size_t, size_t) = ours("__libc_calloc");
+    void *(*libc_realloc)(void *, size_t) = ours("__libc_realloc");
+    void *(*libc_memalign)(size_t, size_t) = ours("__libc_memalign");
+    void (*libc_free)(void *) = ours("__libc_free");
+    void (*cfree_fn)(void *) = ours("cfree");
+    unsigned char *p = libc_malloc(100);
+    CMT_CHECK(p && cm_usable_size(p) >= 100, "__libc_malloc");
+    memset(p, 0xab, 100);
+    p = libc_realloc(p, 5000);
+    CMT_CHECK(p && p[0] == 0xab && p[99] == 0xab && cm_usable_size(p) >= 5000, "__libc_realloc kept the contents");
+    free(p); /* a block of __libc_malloc is freed by free, and the other way round */
+    unsigned char *z = libc_calloc(10, 100);
+    for (int i = 0; i < 1000; i++) CMT_CHECK(z[i] == 0, "__libc_calloc not zeroed");
+    libc_free(z);
+    void *a = libc_memalign(4096, 100);
+    CMT_CHECK(a && ((uintptr_t)a & 4095) == 0, "__libc_memalign alignment");
+    cfree_fn(a);
+    void *v = ((void *(*)(size_t))ours("__libc_valloc"))(10);
+    void *pv = ((void *(*)(size_t))ours("__libc_pvalloc"))(10);
+    CMT_CHECK(v && pv && ((uintptr_t)v & 4095) == 0 && ((uintptr_t)pv & 4095) == 0 && cm_usable_size(pv) >= 4096,
+              "__libc_valloc / __libc_pvalloc");
+    free(v);
+    free(pv);
+}
+
+/* mallinfo is deprecated in glibc's header (its int fields overflow); that
+ * it still works, saturating, is what this checks. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void check_mallinfo(void)
+{
+    ours("mallinfo");
+    char *big = malloc((size_t)3 << 30); /* never touched */
+    CMT_CHECK(big != NULL, "malloc(3 GiB)");
+    struct mallinfo m = mallinfo();
+    struct mallinfo2 m2 = mallinfo2();
+    CMT_CHECK(m2.hblkhd >= (size_t)3 << 30 && m.hblkhd == INT_MAX && m.hblks >= 1,
+              "mallinfo does not saturate: hblkhd %d (mallinfo2 %zu)", m.hblkhd, m2.hblkhd);
+    free(big);
+    m = mallinfo();
+    CMT_CHECK(m.hblkhd >= 0 && m.hblkhd < INT_MAX && m.arena >= 0, "mallinfo after free: hblkhd %d", m.hblkhd);
+}
+
+static void check_malloc_info(void)
+{
+    ours("malloc_info");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    void *keep = malloc(48);
+    CMT_CHECK(f && malloc_info(0, f) == 0 && fclose(f) == 0, "malloc_info(0, f) failed");
+    CMT_CHECK(strncmp(text, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n", 43) == 0 &&
+                  strstr(text, "<size from=\"33\" to=\"48\"") && strstr(text, "<total type=\"mmap\"") &&
+                  len > 10 && strcmp(text + len - 10, "</malloc>\n") == 0,
+              "malloc_info wrote:\n%s", text);
+    free(text);
+    free(keep);
+    errno = 0;
+    CMT_CHECK(malloc_info(1, stdout) == -1 && errno == EINVAL, "malloc_info with options != 0");
+}
+
+static void check_mallopt(void)
+{
+    ours("mallopt");
+    CMT_CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1 && mallopt(M_ARENA_MAX, 1) == 1, "mallopt");
+}
+
+/* Runs this program again with `verbose` as CAGEMALLOC_VERBOSE; returns how
+ * many start-up reports it printed on stderr. */
+static int verbose_reports(const char *verbose)
+{
+    int err[2];
+    CMT_CHECK(pipe(err) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(err[1], 2);
+        if (verbose) setenv("CAGEMALLOC_VERBOSE", verbose, 1);
+        else unsetenv("CAGEMALLOC_VERBOSE");
+        execl("/proc/self/exe", "edge_exports", "child", (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    char out[4096];
+    ssize_t n = 0, r;
+    while (n < (ssize_t)sizeof out - 1 && (r = read(err[0], out + n, sizeof out - 1 - (size_t)n)) > 0) n += r;
+    out[n] = 0;
+    close(err[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
+    int reports = 0;
+    for (char *at = out; (at = strstr(at, "cagemalloc: version ")); at++) reports++;
+    CMT_CHECK(!reports || (strstr(out, "hardening on") && strstr(out, "descriptors: ") && strstr(out, "clock: ")),
+              "incomplete report:\n%s", out);
+    return reports;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) { /* the child of verbose_reports */
+        free(malloc(10));
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) ours(names[i]);
+    check_libc_entry_points();
+    check_mallinfo();
+    check_malloc_info();
+    check_mallopt();
+    CMT_CHECK(verbose_reports("1") == 1, "CAGEMALLOC_VERBOSE=1 did not report exactly once");
+    CMT_CHECK(verbose_reports(NULL) == 0 && verbose_reports("0") == 0, "a report without CAGEMALLOC_VERBOSE");
+    printf("exports: cfree, mallinfo, malloc_info, mallopt, __libc_*; CAGEMALLOC_VERBOSE reports once\n");
+    return 0;
+}
