@@ -24,7 +24,8 @@ exports=$(nm -D --defined-only "$CM_LIB" | awk '$2 != "A" && $2 != "a" {print $N
   | sed 's/@.*//' | sort -u)
 
 libc_api="malloc free calloc realloc reallocarray aligned_alloc posix_memalign memalign
-valloc pvalloc malloc_usable_size malloc_trim malloc_stats mallinfo2"
+valloc pvalloc malloc_usable_size malloc_trim malloc_stats mallinfo2 mallinfo mallopt malloc_info cfree
+__libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc"
 cm_api="cm_malloc cm_free cm_calloc cm_realloc cm_aligned_alloc cm_usable_size cm_trim
 cm_stats_print cm_stats_get"
 cxx_api="_Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t
@@ -39,12 +40,12 @@ for s in $libc_api $cm_api $cxx_api; do
   fi
 done
 
-# Also allowed: glibc's other malloc names (a drop-in may provide them), cm_
-# functions declared in the public headers, and linker-defined symbols.
+# Also allowed: cm_ functions declared in the public headers, and
+# linker-defined symbols.
 public_cm=$(grep -rhoE '\bcm_[A-Za-z0-9_]+[[:space:]]*\(' "$CM_SOURCE/include" \
   | sed 's/[[:space:](]//g' | sort -u)
 allowed=$(printf '%s\n' $libc_api $cxx_api $public_cm \
-  mallinfo mallopt malloc_info cfree _init _fini _edata _end __bss_start | sort -u)
+  _init _fini _edata _end __bss_start | sort -u)
 extra=$(printf '%s\n' "$exports" | grep -vxF "$allowed" || true)
 if [ -n "$extra" ]; then
   echo "FAIL: $CM_LIB exports internal symbols (not in the public API):"
