@@ -168,6 +168,7 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned owner) {
         for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
             cm_desc_t *d = cm_desc_stack_pop(&partial[other][s]);
             if (!d) continue;
+            CM_TEST_POINT("take over: popped another class's superblock");
             cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
             for (;;) {
                 unsigned state = cm_anchor_state(a);
@@ -304,8 +305,10 @@ void cm_heap_decay(void) {
     uint32_t n = cm_desc_count(), cap = cm_desc_capacity();
     if (n > cap) n = cap;
     uint32_t at = atomic_fetch_add_explicit(&decay_cursor, DECAY_SCAN, memory_order_relaxed);
-    for (uint32_t i = 0; i < DECAY_SCAN && i + 1 < n; i++)
+    for (uint32_t i = 0; i < DECAY_SCAN && i + 1 < n; i++) {
+        CM_TEST_POINT("decay: descriptor visited");
         retire_if_kept(cm_desc_from_ref(1 + (at + i) % (n - 1)), now, cm_options.decay_ns);
+    }
 }
 
 cm_desc_t *cm_heap_desc_of(const void *p) {

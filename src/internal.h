@@ -417,12 +417,17 @@ typedef struct cm_class_cold {
 
 /* Kept out of TLS: the initial-exec TLS block must stay small enough for
  * dlopen (glibc's static TLS surplus is about 1.6 KiB), so only the bins
- * live there. Records come from a lock-free pool, recycled at thread exit. */
+ * live there. Records come from a lock-free pool (thread_records.c),
+ * recycled at thread exit. */
 typedef struct cm_tcache_cold {
     cm_class_cold_t c[CM_NUM_CLASSES + 1];
     uint32_t ref;                /* this record's name in the pool (tcache.c) */
     _Atomic uint32_t pool_next;  /* next free record's ref, while in the pool */
 } cm_tcache_cold_t;
+
+/* A zeroed record, or NULL (no memory, or the table of records is full). */
+CM_HIDDEN cm_tcache_cold_t *cm_cold_get(void);
+CM_HIDDEN void cm_cold_put(cm_tcache_cold_t *rec);
 
 typedef struct cm_tcache {
     uint32_t tag;           /* 1..31, this thread's owner tag in page-map entries */
