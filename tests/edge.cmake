@@ -1,6 +1,8 @@
 # Reliability at the edges: what users hit outside the core paths. Each test
 # here failed before the fix it covers (issue "Reliability at the edges").
-cm_test(edge_free_tag edge_free_tag.c)
+if(CAGEMALLOC_HARDENING) # the free tag exists only with hardening
+  cm_test(edge_free_tag edge_free_tag.c)
+endif()
 cm_test(edge_exit_churn edge_exit_churn.c)
 target_link_libraries(edge_exit_churn PRIVATE ${CMAKE_DL_LIBS})
 cm_test(edge_huge edge_huge.c)

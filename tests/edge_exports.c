@@ -120,7 +120,7 @@ static int verbose_reports(const char *verbose)
     CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
     int reports = 0;
     for (char *at = out; (at = strstr(at, "cagemalloc: version ")); at++) reports++;
-    CMT_CHECK(!reports || (strstr(out, "hardening on") && strstr(out, "descriptors: ") && strstr(out, "clock: ")),
+    CMT_CHECK(!reports || (strstr(out, ", hardening o") && strstr(out, "descriptors: ") && strstr(out, "clock: ")),
               "incomplete report:\n%s", out);
     return reports;
 }
