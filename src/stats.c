@@ -153,6 +153,29 @@ static void put_attr(out_t *o, const char *name, uint64_t v) {
     put(o, "\"");
 }
 
+/* The totals glibc writes after a heap's sizes and again for the process
+ * (then with the mmap'ed blocks: mmap = {count, bytes}). */
+static void put_totals(out_t *o, uint64_t count, uint64_t bytes, const uint64_t *mmap) {
+    size_t mapped = load_size(&cm_counters.mapped), committed = load_size(&cm_counters.committed);
+    put(o, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\"");
+    put_attr(o, "count", count);
+    put_attr(o, "size", bytes);
+    if (mmap) {
+        put(o, "/>\n<total type=\"mmap\"");
+        put_attr(o, "count", mmap[0]);
+        put_attr(o, "size", mmap[1]);
+    }
+    put(o, "/>\n<system type=\"current\"");
+    put_attr(o, "size", committed);
+    put(o, "/>\n<system type=\"max\"");
+    put_attr(o, "size", mapped);
+    put(o, "/>\n<aspace type=\"total\"");
+    put_attr(o, "size", mapped);
+    put(o, "/>\n<aspace type=\"mprotect\"");
+    put_attr(o, "size", mapped);
+    put(o, "/>\n");
+}
+
 /* glibc's XML layout, one <heap> for the whole process: <sizes> lists each
  * size class with blocks in use (glibc lists free chunks, which here sit in
  * thread caches and superblocks), then totals as glibc names them. */
@@ -178,34 +201,12 @@ int cm_stats_malloc_info(int options, FILE *fp) {
         }
         small_count += live, small_bytes += live * size, prev = size;
     }
-    size_t mapped = load_size(&cm_counters.mapped), committed = load_size(&cm_counters.committed);
     size_t large = load_size(&cm_counters.large_live), large_n = load_size(&cm_counters.large_count);
-    put(&o, "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\"");
-    put_attr(&o, "count", small_count);
-    put_attr(&o, "size", small_bytes);
-    put(&o, "/>\n<system type=\"current\"");
-    put_attr(&o, "size", committed);
-    put(&o, "/>\n<system type=\"max\"");
-    put_attr(&o, "size", mapped);
-    put(&o, "/>\n<aspace type=\"total\"");
-    put_attr(&o, "size", mapped);
-    put(&o, "/>\n<aspace type=\"mprotect\"");
-    put_attr(&o, "size", mapped);
-    put(&o, "/>\n</heap>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\"");
-    put_attr(&o, "count", small_count);
-    put_attr(&o, "size", small_bytes);
-    put(&o, "/>\n<total type=\"mmap\"");
-    put_attr(&o, "count", large_n);
-    put_attr(&o, "size", large);
-    put(&o, "/>\n<system type=\"current\"");
-    put_attr(&o, "size", committed);
-    put(&o, "/>\n<system type=\"max\"");
-    put_attr(&o, "size", mapped);
-    put(&o, "/>\n<aspace type=\"total\"");
-    put_attr(&o, "size", mapped);
-    put(&o, "/>\n<aspace type=\"mprotect\"");
-    put_attr(&o, "size", mapped);
-    put(&o, "/>\n</malloc>\n");
+    put(&o, "</sizes>\n");
+    put_totals(&o, small_count, small_bytes, NULL);
+    put(&o, "</heap>\n");
+    put_totals(&o, small_count, small_bytes, (uint64_t[]){large_n, large});
+    put(&o, "</malloc>\n");
     flush_out(&o);
     return 0;
 }

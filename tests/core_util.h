@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 /* _exit, not exit: failures may be reported from worker threads and forked
  * children, where running atexit handlers would race with live threads. */
@@ -116,6 +118,55 @@ static inline size_t cmt_mismatch(const void *p, size_t n, uint64_t seed)
                  (what), (const void *)(p), (size_t)(n), cmt_at_); \
 } while (0)
 
+/* ------------------------------------------------------------ child cases */
+
+/* Runs fn in a forked child whose stderr is captured into out (at most
+ * cap - 1 bytes, NUL-ended); returns its wait status. */
+static inline int cmt_run_child(void (*fn)(void), char *out, size_t cap)
+{
+    int err[2];
+    size_t len = 0;
+    ssize_t r;
+    int status;
+    pid_t pid;
+    CMT_CHECK(pipe(err) == 0, "pipe");
+    fflush(stdout);
+    pid = fork();
+    CMT_CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        close(err[0]);
+        dup2(err[1], 2);
+        fn();
+        fflush(stdout);
+        _exit(0);
+    }
+    close(err[1]);
+    while (len < cap - 1 && (r = read(err[0], out + len, cap - 1 - len)) > 0)
+        len += (size_t)r;
+    out[len] = 0;
+    close(err[0]);
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+/* One case of a misuse or edge test, in a child: with abort_with NULL it
+ * must exit 0 having printed nothing on stderr; else die of SIGABRT having
+ * printed exactly one line, which contains abort_with. Prints the verdict;
+ * returns 1 if it passed. */
+static inline int cmt_case(const char *name, void (*fn)(void), const char *abort_with)
+{
+    char out[1024];
+    int status = cmt_run_child(fn, out, sizeof out);
+    size_t len = strlen(out);
+    int ok = abort_with ? WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(out, abort_with) &&
+                              strchr(out, '\n') == out + len - 1
+                        : WIFEXITED(status) && WEXITSTATUS(status) == 0 && len == 0;
+    printf("%-32s %s\n", name, ok ? "ok" : "FAILED");
+    if (!ok)
+        printf("   status 0x%x, stderr: %s\n", status, len ? out : "nothing");
+    return ok;
+}
+
 /* ------------------------------------------------------------------ RSS */
 
 /* Resident set size in bytes, read without stdio (no allocation). */
@@ -143,7 +194,9 @@ struct cmt_blk {
     size_t n;
     uint64_t seed;
     unsigned owner; /* thread that allocated it */
+    unsigned kind;  /* CMT_MALLOC, or the class-space allocator it came from */
 };
+enum { CMT_MALLOC, CMT_KLASS, CMT_META };
 
 enum { CMT_SLOT_EMPTY, CMT_SLOT_BUSY, CMT_SLOT_FULL };
 #define CMT_XCHG_SLOTS 256

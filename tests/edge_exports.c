@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
-#include <sys/wait.h>
 
 #include "cagemalloc.h"
 
@@ -95,28 +94,22 @@ static void check_mallopt(void)
     CMT_CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1 && mallopt(M_ARENA_MAX, 1) == 1, "mallopt");
 }
 
+static const char *verbose_value;
+static void exec_self(void)
+{
+    if (verbose_value) setenv("CAGEMALLOC_VERBOSE", verbose_value, 1);
+    else unsetenv("CAGEMALLOC_VERBOSE");
+    execl("/proc/self/exe", "edge_exports", "child", (char *)NULL);
+    _exit(127);
+}
+
 /* Runs this program again with `verbose` as CAGEMALLOC_VERBOSE; returns how
  * many start-up reports it printed on stderr. */
 static int verbose_reports(const char *verbose)
 {
-    int err[2];
-    CMT_CHECK(pipe(err) == 0, "pipe");
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(err[1], 2);
-        if (verbose) setenv("CAGEMALLOC_VERBOSE", verbose, 1);
-        else unsetenv("CAGEMALLOC_VERBOSE");
-        execl("/proc/self/exe", "edge_exports", "child", (char *)NULL);
-        _exit(127);
-    }
-    close(err[1]);
     char out[4096];
-    ssize_t n = 0, r;
-    while (n < (ssize_t)sizeof out - 1 && (r = read(err[0], out + n, sizeof out - 1 - (size_t)n)) > 0) n += r;
-    out[n] = 0;
-    close(err[0]);
-    int status;
-    waitpid(pid, &status, 0);
+    verbose_value = verbose;
+    int status = cmt_run_child(exec_self, out, sizeof out);
     CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
     int reports = 0;
     for (char *at = out; (at = strstr(at, "cagemalloc: version ")); at++) reports++;

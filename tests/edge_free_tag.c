@@ -12,8 +12,6 @@
 #include "core_util.h"
 
 #include <pthread.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 
 static void *(*volatile do_malloc)(size_t) = malloc;
@@ -123,52 +121,14 @@ static void tagged_free_is_cheap(void)
     CMT_CHECK(tagged < 20 * plain + 200e-9, "a free of tag-matching data costs %.0fx a plain one", tagged / plain);
 }
 
-/* ---- runner ---- */
-
-static int failures;
-
-/* Runs fn in a child; it must exit 0 with no output on stderr, or, if
- * `want` is set, die of SIGABRT having printed exactly that line. */
-static void run(const char *name, void (*fn)(void), const char *want_what)
-{
-    int err[2];
-    CMT_CHECK(pipe(err) == 0, "pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(err[0]);
-        dup2(err[1], 2);
-        fn();
-        fflush(stdout);
-        _exit(0);
-    }
-    close(err[1]);
-    char out[512];
-    ssize_t len = 0, r;
-    while (len < (ssize_t)sizeof out - 1 && (r = read(err[0], out + len, sizeof out - 1 - (size_t)len)) > 0) len += r;
-    out[len] = 0;
-    close(err[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    int ok = want_what ? WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(out, want_what) &&
-                             strncmp(out, "cagemalloc: free(): ", 20) == 0 && strchr(out, '\n') == out + len - 1
-                       : WIFEXITED(status) && WEXITSTATUS(status) == 0 && len == 0;
-    printf("%-32s %s", name, ok ? "ok\n" : "FAILED");
-    if (!ok) {
-        failures++;
-        if (WIFSIGNALED(status)) printf(" (killed by signal %d)", WTERMSIG(status));
-        else printf(" (exit %d)", WEXITSTATUS(status));
-        printf(", stderr: %s\n", len ? out : "nothing");
-    }
-}
-
 int main(void)
 {
+    int failures = 0;
     learn_tag();
-    run("fresh_thread_frees_tagged", fresh_thread_frees_tagged, NULL);
-    run("after_exit_hook_frees_tagged", after_exit_hook_frees_tagged, NULL);
-    run("fresh_thread_double_free", fresh_thread_double_free, "double free 0x");
-    run("tagged_free_is_cheap", tagged_free_is_cheap, NULL);
+    failures += !cmt_case("fresh_thread_frees_tagged", fresh_thread_frees_tagged, NULL);
+    failures += !cmt_case("after_exit_hook_frees_tagged", after_exit_hook_frees_tagged, NULL);
+    failures += !cmt_case("fresh_thread_double_free", fresh_thread_double_free, "cagemalloc: free(): double free 0x");
+    failures += !cmt_case("tagged_free_is_cheap", tagged_free_is_cheap, NULL);
     printf("%d failure(s)\n", failures);
     return failures != 0;
 }
