@@ -20,6 +20,7 @@
 #define CAGEMALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -84,6 +85,71 @@ typedef struct cm_stats {
 /* Fill *out with the current counters (they are updated without locks, so
  * a snapshot taken while other threads run is approximate). */
 CM_API void cm_stats_get(cm_stats_t *out);
+
+/* ------------------------------------------------------------------------
+ * Class space: narrow class pointers (OpenJDK Lilliput's idea).
+ *
+ * Class metadata lives in one reservation of 2^range bytes whose blocks are
+ * aligned to 2^shift, so a class pointer fits in (range - shift) bits:
+ * narrow = (klass - base) >> shift. Defaults: shift 10, range 32 (4 GiB),
+ * 22-bit narrow pointers. The gaps that alignment leaves after each class
+ * are given to cm_meta_alloc, so little of the alignment is lost.
+ * Lock-free, usable from any thread. Blocks are not freed by free(): use
+ * cm_klass_free and cm_meta_free. Narrow value 0 never names a class (the
+ * space's first slot is never handed out), so a runtime may use it as "none".
+ * ---------------------------------------------------------------------- */
+
+/* Set shift (3..12) and range (20..34, and range - shift <= 32) before the
+ * class space is first used (otherwise CAGEMALLOC_KLASS_SHIFT and
+ * CAGEMALLOC_KLASS_RANGE, else the defaults, apply). Returns 0, EINVAL for
+ * values out of bounds, or EBUSY once the space is in use. */
+CM_API int cm_klass_configure(unsigned shift, unsigned range_log2);
+
+/* A block of at least size bytes aligned to 2^shift in the class space; a
+ * class larger than 2^shift takes several slots. NULL with errno ENOMEM when
+ * the space is exhausted (or cannot be reserved). */
+CM_API CM_MALLOC_ATTRS void *cm_klass_alloc(size_t size);
+
+/* Make a class block's space reusable (class unloading). Anything else is
+ * reported on stderr and aborts. cm_klass_free(NULL) does nothing. */
+CM_API void cm_klass_free(void *klass);
+
+/* Bits a narrow class pointer needs: range - shift. */
+CM_API unsigned cm_klass_bits(void);
+
+/* Metadata that belongs with classes (method tables, constant pools: 16-byte
+ * aligned, any size): placed in the gaps that class alignment leaves when
+ * one fits, else in ordinary memory. Free it with cm_meta_free (only). */
+CM_API CM_MALLOC_ATTRS void *cm_meta_alloc(size_t size);
+CM_API void cm_meta_free(void *meta);
+
+/* Set at the class space's first use; read by the inline encoding below. */
+CM_API extern uintptr_t cm_klass_base;
+CM_API extern unsigned cm_klass_shift;
+
+/* Narrow class pointer of a block from cm_klass_alloc: a subtract and a shift. */
+static inline uint32_t cm_klass_encode(const void *klass) {
+    return (uint32_t)(((uintptr_t)klass - cm_klass_base) >> cm_klass_shift);
+}
+/* The class block a narrow pointer names: a shift and an add. */
+static inline void *cm_klass_decode(uint32_t narrow) {
+    return (void *)(cm_klass_base + ((uintptr_t)narrow << cm_klass_shift));
+}
+
+struct cm_klass_stats {
+    size_t classes_live;         /* class blocks allocated and not freed */
+    size_t bytes_requested;      /* their sizes, each rounded up to the granule (2^shift / 64, at least 1) */
+    size_t bytes_committed;      /* class space handed out so far (up to its high-water mark) */
+    size_t alignment_loss;       /* bytes of slots in use held by no class and no metadata */
+    size_t loss_per_class;       /* alignment_loss / classes_live */
+    size_t gap_bytes_reused;     /* metadata bytes living in the gaps after classes */
+    size_t meta_bytes_elsewhere; /* metadata bytes in ordinary memory (no gap fitted) */
+    unsigned shift, range_log2, narrow_bits;
+    int gap_filling;             /* 1 if cm_meta_alloc uses the gaps (shift >= 8, CAGEMALLOC_KLASS_GAPS) */
+};
+/* Fill *out (counters are updated without locks: approximate while other
+ * threads allocate). */
+CM_API void cm_klass_stats(struct cm_klass_stats *out);
 
 #ifdef __cplusplus
 }

@@ -41,15 +41,12 @@ static bool init_descriptor_region(void) {
     if (__atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)) return true;
     for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2) {
         size_t bytes = (size_t)capacity * sizeof(cm_desc_t);
-        cm_desc_t *mine = cm_os_reserve(bytes);
+        cm_desc_t *mine = cm_os_reserve(bytes); /* committed is counted as descriptors are handed out */
         if (!mine) continue;
-        cm_uncount(&cm_counters.committed, bytes); /* reserved; counted as descriptors are handed out */
         mine[0].map_size = capacity;
         cm_desc_t *none = NULL;
-        if (!__atomic_compare_exchange_n(&cm_desc_region, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            cm_count(&cm_counters.committed, bytes);
-            cm_os_unmap(mine, bytes);
-        }
+        if (!__atomic_compare_exchange_n(&cm_desc_region, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            cm_os_unreserve(mine, bytes);
         return true;
     }
     return false;

@@ -221,7 +221,9 @@ CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; 
 /* ---------------------------------------------------------------- OS layer */
 CM_HIDDEN void cm_os_init(void);                            /* find the vDSO clock and AT_RANDOM */
 CM_HIDDEN void *cm_os_map(size_t size);                     /* NULL on failure (or refused by overcommit policy) */
-CM_HIDDEN void *cm_os_reserve(size_t size);                 /* mostly untouched: MAP_NORESERVE */
+CM_HIDDEN void *cm_os_reserve(size_t size);                 /* mostly untouched: MAP_NORESERVE, not counted committed */
+CM_HIDDEN void *cm_os_reserve_aligned(size_t size, size_t align);
+CM_HIDDEN void cm_os_unreserve(void *p, size_t size);       /* unmap a reservation */
 CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align);
 CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);
@@ -239,6 +241,9 @@ typedef struct cm_options {
     size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: most bytes of empty superblocks kept committed */
     size_t large_cache;       /* CAGEMALLOC_LARGE_CACHE: bytes of freed large mappings kept */
     uint64_t decay_ns;        /* CAGEMALLOC_DECAY_MS: kept memory idle this long goes back to the OS */
+    unsigned klass_shift;     /* CAGEMALLOC_KLASS_SHIFT (0: default) */
+    unsigned klass_range;     /* CAGEMALLOC_KLASS_RANGE (0: default) */
+    bool klass_gaps;          /* CAGEMALLOC_KLASS_GAPS: cm_meta_alloc fills class alignment gaps */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
 

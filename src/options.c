@@ -8,7 +8,7 @@
 
 #define DEFAULT_OPTIONS                                                                            \
     {.show_stats = false, .verbose = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
-     .decay_ns = 1000ull * 1000000ull}
+     .decay_ns = 1000ull * 1000000ull, .klass_shift = 0, .klass_range = 0, .klass_gaps = true}
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
 
@@ -53,11 +53,17 @@ void cm_options_load(void) {
     o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep);
     o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache);
     o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000) * 1000000ull;
+    o.klass_shift = (unsigned)env_size("CAGEMALLOC_KLASS_SHIFT", 0);
+    o.klass_range = (unsigned)env_size("CAGEMALLOC_KLASS_RANGE", 0);
+    o.klass_gaps = env_flag("CAGEMALLOC_KLASS_GAPS", true);
     SET_ONCE(cm_options.show_stats, d.show_stats, o.show_stats);
     SET_ONCE(cm_options.verbose, d.verbose, o.verbose);
     SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
     SET_ONCE(cm_options.large_cache, d.large_cache, o.large_cache);
     SET_ONCE(cm_options.decay_ns, d.decay_ns, o.decay_ns);
+    SET_ONCE(cm_options.klass_shift, d.klass_shift, o.klass_shift);
+    SET_ONCE(cm_options.klass_range, d.klass_range, o.klass_range);
+    SET_ONCE(cm_options.klass_gaps, d.klass_gaps, o.klass_gaps);
 #if CM_HARDENING
     SET_ONCE(cm_harden, true, env_flag("CAGEMALLOC_HARDEN", true)); /* read on hot paths: a plain bool */
 #endif

@@ -40,8 +40,19 @@ static void *map_flags(size_t size, int flags);
 void *cm_os_map(size_t size) { return map_flags(size, 0); }
 
 /* Address space of which only a small part is ever touched (the descriptor
- * region): not counted against the overcommit heuristic. */
-void *cm_os_reserve(size_t size) { return map_flags(size, MAP_NORESERVE); }
+ * region, the class space): not counted against the overcommit heuristic,
+ * nor as committed here (its users count what they hand out). */
+void *cm_os_reserve(size_t size) {
+    void *p = map_flags(size, MAP_NORESERVE);
+    if (p) cm_uncount(&cm_counters.committed, size);
+    return p;
+}
+
+void cm_os_unreserve(void *p, size_t size) {
+    cm_count(&cm_counters.committed, size); /* cm_os_unmap uncounts it */
+    cm_os_unmap(p, size);
+    cm_uncount(&cm_counters.returned, size);
+}
 
 static void *map_flags(size_t size, int flags) {
     count_call();
@@ -61,10 +72,10 @@ void cm_os_unmap(void *p, size_t size) {
 }
 
 /* Over-map by the alignment and trim both ends: at most three calls. */
-void *cm_os_map_aligned(size_t size, size_t align) {
-    if (align <= CM_PAGE_SIZE) return cm_os_map(size);
+static void *map_aligned(size_t size, size_t align, int flags) {
+    if (align <= CM_PAGE_SIZE) return map_flags(size, flags);
     if (size + align < size) return NULL;
-    char *raw = cm_os_map(size + align - CM_PAGE_SIZE);
+    char *raw = map_flags(size + align - CM_PAGE_SIZE, flags);
     if (!raw) return NULL;
     char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     size_t head = (size_t)(aligned - raw), tail = align - CM_PAGE_SIZE - head;
@@ -72,6 +83,14 @@ void *cm_os_map_aligned(size_t size, size_t align) {
     if (tail) cm_os_unmap(aligned + size, tail);
     cm_uncount(&cm_counters.returned, head + tail); /* trimming is not returning memory */
     return aligned;
+}
+
+void *cm_os_map_aligned(size_t size, size_t align) { return map_aligned(size, align, 0); }
+
+void *cm_os_reserve_aligned(size_t size, size_t align) {
+    void *p = map_aligned(size, align, MAP_NORESERVE);
+    if (p) cm_uncount(&cm_counters.committed, size);
+    return p;
 }
 
 /* MADV_DONTNEED, not MADV_FREE: the pages leave the resident set now (so RSS

@@ -1,7 +1,8 @@
 /* Lock-freedom, tested: a thread stopped at any instruction inside
  * libcagemalloc.so must never stop the others.
  *
- * Workers loop on malloc/free (mixed sizes, some blocks freed by another
+ * Workers loop on malloc/free, with some class-space blocks among them
+ * (cm_klass_alloc, cm_meta_alloc: mixed sizes, some blocks freed by another
  * thread, data verified on every block) and count their operations. The
  * controller signals a worker; the handler looks at the interrupted
  * instruction pointer and, if it lies in libcagemalloc's text, freezes the
@@ -20,6 +21,8 @@
 #include "core_util.h"
 
 #include <errno.h>
+
+#include "cagemalloc.h"
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -105,10 +108,25 @@ static size_t random_size(uint64_t *rng)
     return cmt_range(rng, 1, 512);
 }
 
+static void *allocate(unsigned kind, size_t n)
+{
+    return kind == CMT_KLASS ? cm_klass_alloc(n) : kind == CMT_META ? cm_meta_alloc(n) : malloc(n);
+}
+
+static void release(const struct cmt_blk *b)
+{
+    if (b->kind == CMT_KLASS)
+        cm_klass_free(b->p);
+    else if (b->kind == CMT_META)
+        cm_meta_free(b->p);
+    else
+        free(b->p);
+}
+
 static void check_free(const struct cmt_blk *b, const char *what)
 {
     CMT_VERIFY(b->p, b->n, b->seed, what);
-    free(b->p);
+    release(b);
 }
 
 static void *worker_main(void *arg)
@@ -125,16 +143,18 @@ static void *worker_main(void *arg)
                atomic_load_explicit(&w->target, memory_order_relaxed)) {
         struct cmt_blk *b = &live[cmt_rand(&rng) % LIVE];
         if (!b->p) {
-            b->n = random_size(&rng);
-            b->p = malloc(b->n);
-            CMT_CHECK(b->p != NULL, "malloc(%zu) returned NULL", b->n);
+            uint64_t pick = cmt_rand(&rng) % 8;
+            b->kind = pick == 0 ? CMT_KLASS : pick == 1 ? CMT_META : CMT_MALLOC;
+            b->n = b->kind == CMT_META ? cmt_range(&rng, 1, 256) : random_size(&rng);
+            b->p = allocate(b->kind, b->n);
+            CMT_CHECK(b->p != NULL, "allocation of %zu bytes returned NULL", b->n);
             b->seed = cmt_seed(b->p, b->n, me, seq++);
             b->owner = me;
             cmt_fill(b->p, b->n, b->seed);
         } else {
             CMT_VERIFY(b->p, b->n, b->seed, "worker's own block");
             if (cmt_rand(&rng) % 4 || !cmt_xchg_put(&xchg, b, &rng))
-                free(b->p);
+                release(b);
             b->p = NULL;
         }
         if (seq % 4 == 0 && cmt_xchg_take(&xchg, me, &got, &rng))

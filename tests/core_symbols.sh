@@ -4,7 +4,7 @@
 #    semaphore, condition variable, once, futex, C11 threads, C++ guards);
 #  - it exports the whole malloc family, the cm_ API and the C++ operators;
 #  - it exports nothing else: every other exported name must be a cm_ function
-#    declared in a public header (include/), or a linker symbol.
+#    or variable declared in a public header (include/), or a linker symbol.
 set -eu
 : "${CM_LIB:?CM_LIB must name the library}" "${CM_SOURCE:?CM_SOURCE must name the source tree}"
 fail=0
@@ -42,8 +42,9 @@ done
 
 # Also allowed: cm_ functions declared in the public headers, and
 # linker-defined symbols.
-public_cm=$(grep -rhoE '\bcm_[A-Za-z0-9_]+[[:space:]]*\(' "$CM_SOURCE/include" \
-  | sed 's/[[:space:](]//g' | sort -u)
+public_cm=$( (grep -rhoE '\bcm_[A-Za-z0-9_]+[[:space:]]*\(' "$CM_SOURCE/include" | sed 's/[[:space:](]//g';
+  grep -rhoE '^CM_API extern [^;]*\bcm_[A-Za-z0-9_]+;' "$CM_SOURCE/include" | grep -oE 'cm_[A-Za-z0-9_]+;$' | tr -d ';') \
+  | sort -u)
 allowed=$(printf '%s\n' $libc_api $cxx_api $public_cm \
   _init _fini _edata _end __bss_start | sort -u)
 extra=$(printf '%s\n' "$exports" | grep -vxF "$allowed" || true)
