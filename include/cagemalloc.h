@@ -151,6 +151,36 @@ struct cm_klass_stats {
  * threads allocate). */
 CM_API void cm_klass_stats(struct cm_klass_stats *out);
 
+/* ------------------------------------------------------------------------
+ * Code space: executable memory placed for direct calls (for JITs).
+ *
+ * A `call rel32` (E8) or `jmp rel32` reaches +-2 GiB; a JIT whose code sits
+ * that close to the runtime functions it calls can use them instead of
+ * `mov rax, imm64; call rax` (an indirect call the predictor must learn).
+ * Code memory is never writable and executable in the same mapping (W^X):
+ * it is written through cm_code_write. Blocks are 64-byte aligned.
+ * ---------------------------------------------------------------------- */
+
+/* size bytes of executable memory from every byte of which a rel32 call or
+ * jump reaches `near` and the whole text of the module containing it (NULL:
+ * the main program). NULL with errno ENOMEM when no free address range is
+ * in reach (never a far block), EINVAL if near lies in no mapping. */
+CM_API void *cm_code_alloc(size_t size, const void *near);
+
+/* Release a block of cm_code_alloc (its bytes become int3 traps). Anything
+ * else is reported on stderr and aborts. cm_code_free(NULL) does nothing. */
+CM_API void cm_code_free(void *code);
+
+/* Copy n bytes to dst inside code memory, through a writable view of the
+ * same pages: threads running other code are not disturbed; the new bytes
+ * are coherent for the calling thread's instruction stream when it returns.
+ * Returns 0, or EINVAL if [dst, dst + n) is not inside the code space. */
+CM_API int cm_code_write(void *dst, const void *src, size_t n);
+
+/* 1 if a rel32 displacement from next_insn (the address after the call
+ * instruction) reaches target: their signed difference fits in 32 bits. */
+CM_API int cm_rel32_reachable(const void *next_insn, const void *target);
+
 #ifdef __cplusplus
 }
 #endif

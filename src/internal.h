@@ -231,6 +231,11 @@ CM_HIDDEN bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
 CM_HIDDEN bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target);
 CM_HIDDEN bool cm_os_random(void *buf, size_t n);          /* false: getrandom failed, weaker fallback used */
 CM_HIDDEN bool cm_os_clock_in_vdso(void);
+CM_HIDDEN uintptr_t cm_os_main_program(void);                /* an address inside the main program (AT_PHDR) */
+CM_HIDDEN int cm_os_memfd(size_t size);                      /* an anonymous file of size bytes, or -1 */
+CM_HIDDEN void cm_os_close(int fd);
+CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd);
+CM_HIDDEN char *cm_os_read_file(const char *path, size_t *len, size_t *cap);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
 
@@ -244,6 +249,7 @@ typedef struct cm_options {
     unsigned klass_shift;     /* CAGEMALLOC_KLASS_SHIFT (0: default) */
     unsigned klass_range;     /* CAGEMALLOC_KLASS_RANGE (0: default) */
     bool klass_gaps;          /* CAGEMALLOC_KLASS_GAPS: cm_meta_alloc fills class alignment gaps */
+    size_t code_range;        /* CAGEMALLOC_CODE_RANGE: bytes of each code range reserved near a module */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
 
@@ -297,6 +303,23 @@ CM_HIDDEN char *cm_arena_claim(unsigned shift);
 CM_HIDDEN void cm_arena_release(char *span, unsigned shift);
 /* Unmap every chunk whose units are all free; true if any was. */
 CM_HIDDEN bool cm_arena_trim(void);
+
+/* ---------------------------------------------------------------- runs of free bits */
+/* A lock-free bitmap of free units (runs.c); its words are reached through
+ * `word` (NULL for a word not there yet, which counts as all taken). */
+typedef struct cm_runs {
+    _Atomic uint64_t *(*word)(void *ctx, uint32_t w);
+    void *ctx;
+    _Atomic uint32_t lowest; /* no set bit below this word (a hint) */
+} cm_runs_t;
+/* The lowest run of n set bits in words [0, words), cleared; returns its
+ * first bit + 1, or 0 if there is none. */
+CM_HIDDEN uint32_t cm_runs_claim(cm_runs_t *r, uint32_t words, uint32_t n);
+/* Set bits [first, first + n) (they must be clear). */
+CM_HIDDEN void cm_runs_free(cm_runs_t *r, uint32_t first, uint32_t n);
+/* len ones from bit at; bit i set where bits i..i+len-1 are all set and i is a multiple of align. */
+CM_HIDDEN uint64_t cm_bits_mask(unsigned len, unsigned at);
+CM_HIDDEN uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align);
 
 /* ---------------------------------------------------------------- free-list links */
 /* A free block's first word is the encoded link to the next free block

@@ -98,7 +98,6 @@ static struct {
 
 static _Atomic uint64_t gap_stack[GRANULES + 1]; /* by longest free run of granules */
 static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is never used */
-static _Atomic uint32_t lowest_free_word;        /* no free slot below this bitmap word (a hint) */
 
 /* relaxed counters: statistics only */
 static _Atomic size_t classes_live, bytes_requested, slots_in_use, gap_bytes, meta_elsewhere;
@@ -192,108 +191,23 @@ static bool space_ready(void) {
 
 /* ------------------------------------------------------------ free slots */
 
-static _Atomic uint64_t *free_word(uint32_t word) {
-    return &leaf_known(word * 64)->free[word & (LEAF_SLOTS / 64 - 1)];
+static _Atomic uint64_t *free_word(void *ctx, uint32_t word) {
+    (void)ctx;
+    leaf_t *leaf = leaf_known(word * 64); /* NULL while a claim_fresh in flight maps it */
+    return leaf ? &leaf->free[word & (LEAF_SLOTS / 64 - 1)] : NULL;
 }
 
-/* Free slots of bitmap word w for a search: none while its leaf is not
- * mapped yet (the slots were just handed out by a claim_fresh in flight). */
-static uint64_t free_bits(uint32_t w) {
-    leaf_t *leaf = leaf_known(w * 64);
-    return leaf ? atomic_load_explicit(&leaf->free[w & (LEAF_SLOTS / 64 - 1)], memory_order_relaxed) : 0;
-}
+static cm_runs_t free_slots = {.word = free_word};
 
-static uint64_t run_mask(unsigned len, unsigned at) {
-    return (len >= 64 ? ALL_FREE : (((uint64_t)1 << len) - 1)) << at;
-}
+static void slots_free(uint32_t first, uint32_t n) { cm_runs_free(&free_slots, first, n); }
 
-/* Bit i set: granules i .. i+len-1 are free and i is a multiple of align. */
-static uint64_t runs_of(uint64_t free, unsigned len, unsigned align) {
-    uint64_t x = free;
-    unsigned have = 1;
-    while (have * 2 <= len) x &= x >> have, have *= 2;
-    if (have < len) x &= x >> (len - have);
-    uint64_t starts = 0;
-    for (unsigned i = 0; i + len <= 64; i += align) starts |= (uint64_t)1 << i;
-    return x & starts;
-}
-
-/* Mark slots [first, first + n) free. release: the next claimer sees what
- * was written there before. The hint comes down to the lowest word freed. */
-static void slots_free(uint32_t first, uint32_t n) {
-    for (uint32_t s = first; s < first + n;) {
-        unsigned at = s & 63, len = first + n - s < 64 - at ? first + n - s : 64 - at;
-        atomic_fetch_or_explicit(free_word(s / 64), run_mask(len, at), memory_order_release);
-        s += len;
-    }
-    uint32_t hint = atomic_load_explicit(&lowest_free_word, memory_order_relaxed);
-    while (first / 64 < hint && !atomic_compare_exchange_weak_explicit(&lowest_free_word, &hint, first / 64,
-                                                                       memory_order_relaxed, memory_order_relaxed)) {
-    }
-}
-
-/* Take the free slots [start, start + n): one CAS per bitmap word; if a
- * slot was taken meanwhile, the words already taken are given back (nothing
- * waits: a failed CAS means another thread took slots) and false returned. */
-static bool claim_range(uint32_t start, uint32_t n) {
-    for (uint32_t s = start; s < start + n;) {
-        unsigned at = s & 63, len = start + n - s < 64 - at ? start + n - s : 64 - at;
-        uint64_t mask = run_mask(len, at), x = atomic_load_explicit(free_word(s / 64), memory_order_acquire);
-        /* acquire: the freer's release; we write into these slots next */
-        while ((x & mask) == mask && !atomic_compare_exchange_weak_explicit(free_word(s / 64), &x, x & ~mask,
-                                                                            memory_order_acquire, memory_order_acquire)) {
-        }
-        if ((x & mask) != mask) {
-            if (s > start) slots_free(start, s - start);
-            return false;
-        }
-        s += len;
-    }
-    return true;
-}
-
-/* The lowest run of n free slots in bitmap words [from, words), runs crossing
- * words included; its first slot + 1, or 0. *first_seen: the first word
- * with a free slot. */
-static uint32_t find_run(uint32_t from, uint32_t words, uint32_t n, uint32_t *first_seen) {
-    uint32_t run_start = 0, run_len = 0; /* the free run reaching the top of the previous word */
-    for (uint32_t w = from; w < words; w++) {
-        uint64_t x = free_bits(w);
-        if (x && *first_seen == UINT32_MAX) *first_seen = w;
-        if (x == ALL_FREE) {
-            if (!run_len) run_start = w * 64;
-            if ((run_len += 64) >= n) return run_start + 1;
-            continue;
-        }
-        if (run_len && run_len + (unsigned)__builtin_ctzll(~x) >= n) return run_start + 1;
-        uint64_t inside = n <= 64 ? runs_of(x, n, 1) : 0;
-        if (inside) return w * 64 + (uint32_t)__builtin_ctzll(inside) + 1;
-        run_len = (uint32_t)__builtin_clzll(~x); /* free slots at the top of this word */
-        run_start = w * 64 + 64 - run_len;
-    }
-    return 0;
-}
-
-/* The lowest run of n free slots below the bump index (first fit keeps the
- * high end free), or 0. */
+/* The lowest run of n free slots (first fit keeps the high end free), or
+ * 0. Searched up to the word of the last slot handed out: its bits above
+ * the bump index are never set, fresh slots are not in the map. */
 static uint32_t claim_free(uint32_t n) {
-    /* up to the word of the last slot handed out (whose leaf exists): its
-     * bits above the bump index are never set, fresh slots are not in the map */
     uint32_t handed_out = atomic_load_explicit(&bump, memory_order_acquire) - 1;
-    uint32_t words = handed_out ? handed_out / 64 + 1 : 0;
-    uint32_t from = atomic_load_explicit(&lowest_free_word, memory_order_relaxed), first_seen = UINT32_MAX;
-    for (uint32_t at = from;;) {
-        uint32_t found = find_run(at, words, n, &first_seen);
-        if (!found) break;
-        if (claim_range(found - 1, n)) return found - 1;
-        at = (found - 1) / 64; /* taken meanwhile: look again from there */
-    }
-    /* nothing free below first_seen: raise the hint, unless a free lowered it */
-    uint32_t raise_to = first_seen == UINT32_MAX ? words : first_seen;
-    if (raise_to > from)
-        atomic_compare_exchange_strong_explicit(&lowest_free_word, &from, raise_to, memory_order_relaxed,
-                                                memory_order_relaxed);
-    return 0;
+    uint32_t found = cm_runs_claim(&free_slots, handed_out ? handed_out / 64 + 1 : 0, n);
+    return found ? found - 1 : 0;
 }
 
 /* Fresh slots from the bump index. */
@@ -406,7 +320,7 @@ void *cm_klass_alloc(size_t size) {
         size_t tail = size - ((size_t)(n - 1) << space.shift);
         used = (unsigned)((tail + granule_bytes() - 1) / granule_bytes());
         gap_slot_t *g = gap_of(last);
-        uint64_t gap = space.gaps && used < GRANULES ? ~run_mask(used, 0) : 0;
+        uint64_t gap = space.gaps && used < GRANULES ? ~cm_bits_mask(used, 0) : 0;
         atomic_store_explicit(&g->ends, (uint64_t)1 << (used - 1), memory_order_relaxed);
         /* release: a cm_meta_alloc that sees the free granules sees the ends */
         atomic_store_explicit(&g->free, gap, memory_order_release);
@@ -461,7 +375,7 @@ void cm_klass_free(void *klass) {
         return;
     }
     /* the class's granules join the gap: metadata may still live there */
-    uint64_t mine = run_mask(used, 0);
+    uint64_t mine = cm_bits_mask(used, 0);
     uint64_t now = atomic_fetch_or_explicit(&gap_of(last)->free, mine, memory_order_acq_rel) | mine;
     gap_freed(last, now, n);
 }
@@ -484,10 +398,10 @@ static int claim_granules(uint32_t slot, unsigned len, unsigned align) {
     /* acquire: the freer's release; the granules' last contents are theirs */
     uint64_t w = atomic_load_explicit(&g->free, memory_order_acquire);
     for (;;) {
-        uint64_t runs = runs_of(w, len, align);
+        uint64_t runs = cm_bits_runs(w, len, align);
         if (!runs) return -1;
         unsigned at = (unsigned)__builtin_ctzll(runs);
-        if (atomic_compare_exchange_weak_explicit(&g->free, &w, w & ~run_mask(len, at), memory_order_acquire,
+        if (atomic_compare_exchange_weak_explicit(&g->free, &w, w & ~cm_bits_mask(len, at), memory_order_acquire,
                                                   memory_order_acquire)) {
             atomic_fetch_or_explicit(&g->ends, (uint64_t)1 << (at + len - 1), memory_order_relaxed);
             return (int)at;
@@ -546,7 +460,7 @@ void cm_meta_free(void *meta) {
     unsigned class_end = class_here ? (unsigned)__builtin_ctzll(atomic_load(&g->ends)) : 0;
     fatal_if(!ends || (class_here && at <= class_end), "cm_meta_free", meta);
     unsigned last = (unsigned)__builtin_ctzll(ends), len = last - at + 1;
-    uint64_t mine = run_mask(len, at);
+    uint64_t mine = cm_bits_mask(len, at);
     if (cm_unlikely(free & mine)) cm_fatal("cm_meta_free", "double free", meta);
     atomic_fetch_and_explicit(&g->ends, ~((uint64_t)1 << last), memory_order_relaxed);
     /* release: the next taker of these granules sees our last writes done */

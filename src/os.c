@@ -8,6 +8,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/memfd.h>
 #include <linux/mman.h>
 #include <linux/random.h>
 #include <string.h>
@@ -129,6 +130,7 @@ bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target) {
 typedef int (*vdso_clock_fn)(clockid_t, struct timespec *);
 static _Atomic(vdso_clock_fn) vdso_clock; /* NULL: use the system call */
 static unsigned char at_random[16];       /* the kernel's 16 random bytes for this process */
+static _Atomic uintptr_t main_phdr;       /* AT_PHDR: an address inside the main program */
 
 static void raw_clock(clockid_t clock, struct timespec *ts) {
     vdso_clock_fn fn = atomic_load_explicit(&vdso_clock, memory_order_relaxed);
@@ -167,7 +169,8 @@ static vdso_clock_fn vdso_lookup(uintptr_t base) {
 }
 
 /* Read this process's auxiliary vector from /proc with raw calls (getauxval
- * is a libc symbol, and so interposable): the vDSO's address and AT_RANDOM.
+ * is a libc symbol, and so interposable): the vDSO's address, AT_RANDOM and
+ * where the main program's headers are.
  * Without /proc, the clock is a system call and the secret is seeded from
  * getrandom, the clock and the pid. Every racing initialiser finds the same. */
 void cm_os_init(void) {
@@ -178,6 +181,7 @@ void cm_os_init(void) {
     raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
     for (long i = 0; !raw_failed(got) && i < got / (long)sizeof aux[0] && aux[i].a_type != AT_NULL; i++) {
         if (aux[i].a_type == AT_RANDOM) memcpy(at_random, (const void *)aux[i].a_un.a_val, sizeof at_random);
+        if (aux[i].a_type == AT_PHDR) atomic_store_explicit(&main_phdr, aux[i].a_un.a_val, memory_order_relaxed);
         if (aux[i].a_type == AT_SYSINFO_EHDR)
             atomic_store_explicit(&vdso_clock, vdso_lookup(aux[i].a_un.a_val), memory_order_relaxed);
     }
@@ -221,4 +225,63 @@ uint64_t cm_os_now_ns(void) {
     struct timespec ts;
     raw_clock(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uintptr_t cm_os_main_program(void) { return atomic_load_explicit(&main_phdr, memory_order_relaxed); }
+
+/* ------------------------------------------------------------ shared memory, files */
+
+/* An anonymous file of `size` bytes (memfd), for mapping the same pages
+ * twice; -1 on failure. */
+int cm_os_memfd(size_t size) {
+    long fd = raw_syscall6(SYS_memfd_create, (long)"cagemalloc-code", MFD_CLOEXEC, 0, 0, 0, 0);
+    if (raw_failed(fd)) return -1;
+    if (raw_failed(raw_syscall6(SYS_ftruncate, fd, (long)size, 0, 0, 0, 0))) {
+        raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+        return -1;
+    }
+    return (int)fd;
+}
+
+void cm_os_close(int fd) { raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0); }
+
+/* Map `size` bytes of fd shared with protection prot: exactly at `at` if
+ * given (never replacing a mapping: NULL if the place is taken), else
+ * anywhere. */
+void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
+    count_call();
+    long r = raw_syscall6(SYS_mmap, (long)at, (long)size, prot, MAP_SHARED | (at ? MAP_FIXED_NOREPLACE : 0), fd, 0);
+    if (raw_failed(r) || (at && (void *)r != at)) {
+        if (!raw_failed(r)) raw_syscall6(SYS_munmap, r, (long)size, 0, 0, 0, 0); /* kernels before 4.17 took it as a hint */
+        return NULL;
+    }
+    cm_count(&cm_counters.mapped, size);
+    return (void *)r;
+}
+
+/* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
+ * *len its length; NULL on failure. Free with cm_os_unmap(buf, *cap). */
+char *cm_os_read_file(const char *path, size_t *len, size_t *cap) {
+    long fd = raw_syscall6(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+    if (raw_failed(fd)) return NULL;
+    size_t size = (size_t)1 << 16, got = 0;
+    char *buf = cm_os_map(size);
+    for (;;) {
+        if (!buf) break;
+        if (got + 1 == size) { /* full: move into one twice as large */
+            char *bigger = cm_os_map(size * 2);
+            if (bigger) memcpy(bigger, buf, got);
+            cm_os_unmap(buf, size);
+            buf = bigger, size *= 2;
+            continue;
+        }
+        long r = raw_syscall6(SYS_read, fd, (long)(buf + got), (long)(size - 1 - got), 0, 0, 0);
+        if (r == -EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+    if (buf) buf[got] = 0;
+    *len = got, *cap = size;
+    return buf;
 }

@@ -7,7 +7,7 @@ command -v clang >/dev/null 2>&1 || { echo "SKIP: clang not installed"; exit 77;
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 src="$CM_SOURCE/src"
-core=$(ls "$src"/*.c | grep -v '/override\.c$')
+core="$(ls "$src"/*.c | grep -v '/override\.c$') $CM_BUILD/generated/size_class_table.c"
 if ! clang -g -O1 -fsanitize=fuzzer,address -fno-builtin -I"$CM_SOURCE/include" -I"$src" \
     -I"$CM_BUILD/generated" "$CM_SOURCE/tests/sec_fuzz.c" $core -lpthread -o "$work/fuzz" 2> "$work/build.log"; then
     if grep -q "libclang_rt.fuzzer\|cannot find.*fuzzer" "$work/build.log"; then
