@@ -89,11 +89,11 @@ static void retire(cm_desc_t *d, bool on_partial_stack) {
     cm_uncount(&cm_counters.superblocks_live, 1);
     atomic_fetch_sub_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
     cm_anchor_t expect = atomic_load_explicit(&d->anchor, memory_order_relaxed);
-    /* relaxed: the popper that finds EMPTY only releases the descriptor,
-     * whose next owner is published by the pool's own release. */
+    /* release: our reads of d above happen before the popper that finds
+     * EMPTY (an acquire load) releases d for another owner to rewrite. */
     if (on_partial_stack && cm_anchor_state(expect) == CM_RETIRING &&
         atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_next(expect, CM_EMPTY, 0, 0),
-                                                memory_order_relaxed, memory_order_relaxed))
+                                                memory_order_release, memory_order_relaxed))
         return;
     /* on no list, or DETACHED: nobody else references d any more */
     cm_desc_release(d);
