@@ -48,11 +48,15 @@ static code_range_t ranges[MAX_RANGES];
 static _Atomic int slot_state[MAX_RANGES];
 static _Atomic uint32_t slots_used; /* slots ever claimed: a search looks at these */
 
-/* Module texts found so far, so that only a `near` outside all of them
- * costs a read of /proc/self/maps. An entry is {lo, hi}, lo stored last
- * (release) and 0 while being written. */
+/* Modules found so far, so that only a `near` outside all of them costs a
+ * read of /proc/self/maps. An entry's lo is stored last (release) and is 0
+ * while the entry is being written. Entries are never dropped: a library
+ * unloaded and another loaded at the same place keeps the old text (code
+ * placed for it is then placed for the old extent). */
 #define MAX_MODULES 64
-static _Atomic uintptr_t module_lo[MAX_MODULES], module_hi[MAX_MODULES];
+static struct {
+    _Atomic uintptr_t lo, hi, text_lo, text_hi;
+} modules[MAX_MODULES];
 static _Atomic uint32_t modules_known;
 
 /* ------------------------------------------------------------ reach */
@@ -121,24 +125,33 @@ static bool next_line(const char **p, maps_line_t *m) {
     return true;
 }
 
-/* The text of the module mapped at `at`: the span of the executable
- * mappings of its file (or `at`'s own mapping, if anonymous). */
-static bool module_text(const char *maps, uintptr_t at, uintptr_t *text_lo, uintptr_t *text_hi) {
+/* The module mapped at `at`: the span of all its file's mappings, and its
+ * text, the span of the executable ones (or, if anonymous, `at`'s own
+ * mapping for both). */
+typedef struct module {
+    uintptr_t lo, hi;           /* everything mapped from its file */
+    uintptr_t text_lo, text_hi; /* its executable part */
+} module_t;
+
+static bool find_module(const char *maps, uintptr_t at, module_t *mod) {
     maps_line_t m, owner = {0};
     bool found = false;
     for (const char *p = maps; next_line(&p, &m);)
         if (at >= m.lo && at < m.hi) owner = m, found = true;
     if (!found) return false;
-    bool anonymous = owner.anonymous;
-    *text_lo = UINTPTR_MAX, *text_hi = 0;
+    *mod = (module_t){UINTPTR_MAX, 0, UINTPTR_MAX, 0};
     for (const char *p = maps; next_line(&p, &m);) {
-        bool same = anonymous ? m.lo == owner.lo : m.id_len == owner.id_len && memcmp(m.id, owner.id, m.id_len) == 0;
-        if (same && (m.exec || anonymous)) {
-            if (m.lo < *text_lo) *text_lo = m.lo;
-            if (m.hi > *text_hi) *text_hi = m.hi;
+        bool same = owner.anonymous ? m.lo == owner.lo
+                                    : m.id_len == owner.id_len && memcmp(m.id, owner.id, m.id_len) == 0;
+        if (!same) continue;
+        if (m.lo < mod->lo) mod->lo = m.lo;
+        if (m.hi > mod->hi) mod->hi = m.hi;
+        if (m.exec || owner.anonymous) {
+            if (m.lo < mod->text_lo) mod->text_lo = m.lo;
+            if (m.hi > mod->text_hi) mod->text_hi = m.hi;
         }
     }
-    if (*text_hi == 0) *text_lo = owner.lo, *text_hi = owner.hi; /* a module with no text: its mapping */
+    if (mod->text_hi == 0) mod->text_lo = owner.lo, mod->text_hi = owner.hi; /* a module with no text */
     return true;
 }
 
@@ -170,7 +183,7 @@ static uintptr_t place_near(const char *maps, size_t size, uintptr_t text_lo, ui
 
 static _Atomic uint64_t *free_word(void *ctx, uint32_t w) { return &((code_range_t *)ctx)->free_map[w]; }
 
-/* Map a range of `size` bytes reaching [text_lo, text_hi) into slot i. */
+/* Map a range of `size` bytes reaching [text_lo, text_hi) and set up r. */
 static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr_t text_hi) {
     uint32_t granules = (uint32_t)(size >> GRANULE_SHIFT), words = (granules + 63) / 64;
     size_t bitmap_bytes = 3 * (size_t)words * sizeof(uint64_t);
@@ -252,44 +265,47 @@ static void *take_block(code_range_t *r, uint32_t granules) {
     return r->exec + ((size_t)g << GRANULE_SHIFT);
 }
 
-static bool cached_text(uintptr_t at, uintptr_t *lo, uintptr_t *hi) {
+static bool cached_module(uintptr_t at, uintptr_t *text_lo, uintptr_t *text_hi) {
     uint32_t n = atomic_load_explicit(&modules_known, memory_order_acquire);
     for (uint32_t i = 0; i < n && i < MAX_MODULES; i++) {
-        uintptr_t l = atomic_load_explicit(&module_lo[i], memory_order_acquire);
-        uintptr_t h = atomic_load_explicit(&module_hi[i], memory_order_relaxed);
-        if (l && at >= l && at < h) {
-            *lo = l, *hi = h;
-            return true;
-        }
+        uintptr_t lo = atomic_load_explicit(&modules[i].lo, memory_order_acquire);
+        if (!lo || at < lo || at >= atomic_load_explicit(&modules[i].hi, memory_order_relaxed)) continue;
+        *text_lo = atomic_load_explicit(&modules[i].text_lo, memory_order_relaxed);
+        *text_hi = atomic_load_explicit(&modules[i].text_hi, memory_order_relaxed);
+        return true;
     }
     return false;
 }
 
-static void cache_text(uintptr_t lo, uintptr_t hi) {
+static void cache_module(const module_t *mod) {
     uint32_t i = atomic_fetch_add_explicit(&modules_known, 1, memory_order_relaxed);
     if (i >= MAX_MODULES) return;
-    atomic_store_explicit(&module_hi[i], hi, memory_order_relaxed);
-    atomic_store_explicit(&module_lo[i], lo, memory_order_release);
+    atomic_store_explicit(&modules[i].hi, mod->hi, memory_order_relaxed);
+    atomic_store_explicit(&modules[i].text_lo, mod->text_lo, memory_order_relaxed);
+    atomic_store_explicit(&modules[i].text_hi, mod->text_hi, memory_order_relaxed);
+    atomic_store_explicit(&modules[i].lo, mod->lo, memory_order_release);
 }
 
 /* The text of the module holding `at`: from the cache, else from the maps.
  * Sets errno and returns false if at lies in no mapping (EINVAL) or the
  * maps cannot be read (ENOMEM). */
-static bool text_of(uintptr_t at, uintptr_t *lo, uintptr_t *hi) {
-    if (cached_text(at, lo, hi)) return true;
+static bool text_of(uintptr_t at, uintptr_t *text_lo, uintptr_t *text_hi) {
+    if (cached_module(at, text_lo, text_hi)) return true;
     size_t len, cap;
     char *maps = cm_os_read_file("/proc/self/maps", &len, &cap);
     if (!maps) {
         errno = ENOMEM;
         return false;
     }
-    bool found = module_text(maps, at, lo, hi);
+    module_t mod;
+    bool found = find_module(maps, at, &mod);
     cm_os_unmap(maps, cap);
     if (!found) {
         errno = EINVAL;
         return false;
     }
-    cache_text(*lo, *hi);
+    cache_module(&mod);
+    *text_lo = mod.text_lo, *text_hi = mod.text_hi;
     return true;
 }
 

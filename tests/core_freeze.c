@@ -1,9 +1,10 @@
 /* Lock-freedom, tested: a thread stopped at any instruction inside
  * libcagemalloc.so must never stop the others.
  *
- * Workers loop on malloc/free, with some class-space blocks among them
- * (cm_klass_alloc, cm_meta_alloc: mixed sizes, some blocks freed by another
- * thread, data verified on every block) and count their operations. The
+ * Workers loop on malloc/free, with some class-space and code-space blocks
+ * among them (cm_klass_alloc, cm_meta_alloc, cm_code_alloc written through
+ * cm_code_write: mixed sizes, some blocks freed by another thread, data
+ * verified on every block) and count their operations. The
  * controller signals a worker; the handler looks at the interrupted
  * instruction pointer and, if it lies in libcagemalloc's text, freezes the
  * thread there (else the controller tries again). While one or two workers
@@ -110,7 +111,24 @@ static size_t random_size(uint64_t *rng)
 
 static void *allocate(unsigned kind, size_t n)
 {
-    return kind == CMT_KLASS ? cm_klass_alloc(n) : kind == CMT_META ? cm_meta_alloc(n) : malloc(n);
+    switch (kind) {
+    case CMT_KLASS: return cm_klass_alloc(n);
+    case CMT_META: return cm_meta_alloc(n);
+    case CMT_CODE: return cm_code_alloc(n, NULL);
+    default: return malloc(n);
+    }
+}
+
+/* Code memory is written through the code space's writable view. */
+static void fill(const struct cmt_blk *b)
+{
+    if (b->kind != CMT_CODE) {
+        cmt_fill(b->p, b->n, b->seed);
+        return;
+    }
+    unsigned char buf[4096];
+    cmt_fill(buf, b->n, b->seed);
+    CMT_CHECK(cm_code_write(b->p, buf, b->n) == 0, "cm_code_write failed");
 }
 
 static void release(const struct cmt_blk *b)
@@ -119,6 +137,8 @@ static void release(const struct cmt_blk *b)
         cm_klass_free(b->p);
     else if (b->kind == CMT_META)
         cm_meta_free(b->p);
+    else if (b->kind == CMT_CODE)
+        cm_code_free(b->p);
     else
         free(b->p);
 }
@@ -143,14 +163,16 @@ static void *worker_main(void *arg)
                atomic_load_explicit(&w->target, memory_order_relaxed)) {
         struct cmt_blk *b = &live[cmt_rand(&rng) % LIVE];
         if (!b->p) {
-            uint64_t pick = cmt_rand(&rng) % 8;
-            b->kind = pick == 0 ? CMT_KLASS : pick == 1 ? CMT_META : CMT_MALLOC;
-            b->n = b->kind == CMT_META ? cmt_range(&rng, 1, 256) : random_size(&rng);
+            uint64_t pick = cmt_rand(&rng) % 16;
+            b->kind = pick < 2 ? CMT_KLASS : pick < 4 ? CMT_META : pick == 4 ? CMT_CODE : CMT_MALLOC;
+            b->n = b->kind == CMT_META ? cmt_range(&rng, 1, 256)
+                 : b->kind == CMT_CODE ? cmt_range(&rng, 1, 4096)
+                                       : random_size(&rng);
             b->p = allocate(b->kind, b->n);
             CMT_CHECK(b->p != NULL, "allocation of %zu bytes returned NULL", b->n);
             b->seed = cmt_seed(b->p, b->n, me, seq++);
             b->owner = me;
-            cmt_fill(b->p, b->n, b->seed);
+            fill(b);
         } else {
             CMT_VERIFY(b->p, b->n, b->seed, "worker's own block");
             if (cmt_rand(&rng) % 4 || !cmt_xchg_put(&xchg, b, &rng))
