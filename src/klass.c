@@ -8,8 +8,8 @@
  *  - per leaf of 4,096 slots (mapped on first use, never unmapped: stale
  *    reads are harmless): a bit per slot that is free, where a class starts
  *    and where one ends (which give cm_klass_free the class's length); and,
- *    with gap filling, per slot a 64-bit map of its free granules (1/64 of a
- *    slot) and a map of where metadata blocks end.
+ *    for slots of 256 bytes or more, per slot a 64-bit map of its granules
+ *    (1/64 of a slot) free for metadata and a map of where blocks end.
  *  - free slots: a class takes the lowest run of free slots that fits (one
  *    CAS on a bitmap word; a class over 64 slots takes whole words from a
  *    word boundary, one CAS each, undone if one fails), else fresh slots
@@ -54,7 +54,7 @@ typedef struct leaf {
     _Atomic uint64_t free[LEAF_SLOTS / 64];   /* the slot is free (below the bump index) */
     _Atomic uint64_t starts[LEAF_SLOTS / 64]; /* a class starts at this slot */
     _Atomic uint64_t ends[LEAF_SLOTS / 64];   /* a class ends at this slot */
-    gap_slot_t gap[];                         /* with gap filling only */
+    gap_slot_t gap[];                         /* slots of 256 bytes or more only (space.tracked) */
 } leaf_t;
 
 /* ------------------------------------------------------------ configuration */
