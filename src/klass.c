@@ -366,7 +366,8 @@ void cm_klass_free(void *klass) {
     if (space.tracked) {
         gap_slot_t *g = gap_of(last);
         used = (unsigned)__builtin_ctzll(atomic_load_explicit(&g->ends, memory_order_relaxed)) + 1;
-        atomic_fetch_and_explicit(&g->ends, ~((uint64_t)1 << (used - 1)), memory_order_relaxed);
+        /* release: our leaf bit's clearing is seen by whoever sees this (cm_meta_free) */
+        atomic_fetch_and_explicit(&g->ends, ~((uint64_t)1 << (used - 1)), memory_order_release);
     }
     atomic_fetch_sub_explicit(&classes_live, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&bytes_requested, class_bytes(n, used), memory_order_relaxed);
@@ -454,10 +455,18 @@ void cm_meta_free(void *meta) {
     fatal_if(!space.gaps || off % 16 != 0, "cm_meta_free", meta);
     gap_slot_t *g = gap_of(slot);
     unsigned at = (unsigned)(off / granule);
-    uint64_t ends = atomic_load_explicit(&g->ends, memory_order_acquire) & (ALL_FREE << at);
+    /* One snapshot of the slot's ends, then whether a class lives here: a
+     * class's free clears its leaf bit before (release) its end bit, so if
+     * the bit still reads set after the snapshot (acquire), the snapshot
+     * holds the class's end as its lowest bit. (Two reads of the ends, one
+     * before and one after the leaf bit, let a neighbouring class's free
+     * make a valid block look like it lay inside the class.) */
+    uint64_t all_ends = atomic_load_explicit(&g->ends, memory_order_acquire);
+    uint64_t ends = all_ends & (ALL_FREE << at);
     uint64_t free = atomic_load_explicit(&g->free, memory_order_acquire);
     bool class_here = atomic_load_explicit(ends_word(slot), memory_order_relaxed) & bit(slot);
-    unsigned class_end = class_here ? (unsigned)__builtin_ctzll(atomic_load(&g->ends)) : 0;
+    CM_TEST_POINT("meta free: class bit read");
+    unsigned class_end = class_here && all_ends ? (unsigned)__builtin_ctzll(all_ends) : 0;
     fatal_if(!ends || (class_here && at <= class_end), "cm_meta_free", meta);
     unsigned last = (unsigned)__builtin_ctzll(ends), len = last - at + 1;
     uint64_t mine = cm_bits_mask(len, at);

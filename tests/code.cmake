@@ -2,6 +2,7 @@
 # must live in .rodata.
 cm_test(code_space code_space.c)
 target_link_libraries(code_space PRIVATE ${CMAKE_DL_LIBS})
+cm_sanitized_test(code_space code_space.c)
 
 # The worked example: a tiny JIT calling C helpers with call rel32.
 add_executable(example_tiny_jit ${CMAKE_SOURCE_DIR}/examples/tiny_jit.c)
