@@ -1,12 +1,13 @@
 /* dlopen_check: the shared library can be loaded at run time with dlopen
  * (its initial-exec TLS fits glibc's static TLS surplus) and its cm_ API then
  * works from several threads, beside the system malloc it does not replace. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dlopen_util.h"
 
 static void *(*cm_malloc_fn)(size_t);
 static void (*cm_free_fn)(void *);
@@ -31,16 +32,10 @@ static void *work(void *arg) {
 }
 
 int main(void) {
-    const char *path = getenv("CM_LIB");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!lib) {
-        fprintf(stderr, "dlopen failed: %s\n", path ? dlerror() : "CM_LIB not set");
-        return 1;
-    }
-    *(void **)&cm_malloc_fn = dlsym(lib, "cm_malloc");
-    *(void **)&cm_free_fn = dlsym(lib, "cm_free");
-    *(void **)&cm_usable_fn = dlsym(lib, "cm_usable_size");
-    if (!cm_malloc_fn || !cm_free_fn || !cm_usable_fn) return 1;
+    void *lib = cmt_dlopen_cm_lib();
+    *(void **)&cm_malloc_fn = cmt_dlsym(lib, "cm_malloc");
+    *(void **)&cm_free_fn = cmt_dlsym(lib, "cm_free");
+    *(void **)&cm_usable_fn = cmt_dlsym(lib, "cm_usable_size");
     pthread_t t[4];
     for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, work, (void *)(i + 1));
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);

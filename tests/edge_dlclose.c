@@ -3,13 +3,14 @@
  * hook (a pthread key destructor inside the library) must not run code that
  * was unmapped: the library stays loaded (-z nodelete), and the thread's
  * blocks, pattern-checked, were valid until it freed them. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dlopen_util.h"
 
 static void *(*cm_malloc_fn)(size_t);
 static void (*cm_free_fn)(void *);
@@ -34,15 +35,9 @@ static void *user(void *arg) {
 }
 
 int main(void) {
-    const char *path = getenv("CM_LIB");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!lib) {
-        fprintf(stderr, "dlopen failed: %s\n", path ? dlerror() : "CM_LIB not set");
-        return 1;
-    }
-    *(void **)&cm_malloc_fn = dlsym(lib, "cm_malloc");
-    *(void **)&cm_free_fn = dlsym(lib, "cm_free");
-    if (!cm_malloc_fn || !cm_free_fn) return 1;
+    void *lib = cmt_dlopen_cm_lib();
+    *(void **)&cm_malloc_fn = cmt_dlsym(lib, "cm_malloc");
+    *(void **)&cm_free_fn = cmt_dlsym(lib, "cm_free");
     pthread_t t;
     pthread_create(&t, NULL, user, NULL);
     while (!atomic_load(&used)) sched_yield();
