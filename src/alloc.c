@@ -213,7 +213,7 @@ size_t cm_impl_usable_size(const void *p) {
 int cm_impl_trim(void) {
     if (!atomic_load_explicit(&cm_initialized, memory_order_acquire)) return 0;
     cm_tcache_flush_all();
-    bool small = cm_heap_trim();
+    bool small = cm_pool_trim();
     bool chunks = cm_arena_trim();
     bool large = cm_large_trim();
     return small || chunks || large;

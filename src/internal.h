@@ -25,11 +25,12 @@
  *              and whether its superblock is this thread's with it.
  *  thread cache per thread and class, a singly linked list of free blocks and
  *              a count: malloc pops, free pushes, no atomic instruction. When
- *              empty it is refilled from the heap; when over its bound, a batch
+ *              empty it is refilled from the pool; when over its bound, a batch
  *              is flushed back, one CAS per superblock. Blocks of superblocks
  *              another thread took go to a remote list, returned the same way.
- *  heap        per class lock-free stacks of PARTIAL superblocks (sharded by
- *              owner tag).
+ *  pool        the superblocks shared by all threads: per class lock-free
+ *              stacks of PARTIAL superblocks (sharded by owner tag). Not a
+ *              "heap": that word is kept for the user-visible heaps to come.
  *
  * Superblock states (anchor.state):
  *  FULL      no free block on its own list (all are in use, in thread caches,
@@ -276,7 +277,7 @@ CM_INLINE void cm_ensure_init(void) {
 CM_HIDDEN void cm_options_load(void);
 __attribute__((noreturn, cold)) CM_HIDDEN void cm_fatal(const char *func, const char *what, const void *p);
 
-/* ---------------------------------------------------------------- heap */
+/* ---------------------------------------------------------------- pool */
 /* What a refill hands the thread cache: a chain of free blocks, or a fresh
  * superblock to carve, whose memory is zero unless fresh_dirty (a fully free
  * superblock of another class, taken over while still committed). */
@@ -287,13 +288,13 @@ typedef struct cm_refill {
     bool fresh_dirty;
 } cm_refill_t;
 /* owner: the refilling thread's tag, recorded in the superblock's entries. */
-CM_HIDDEN bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out);
-CM_HIDDEN void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
+CM_HIDDEN bool cm_pool_refill(unsigned cls, unsigned owner, cm_refill_t *out);
+CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire every fully free superblock kept committed (malloc_trim). */
-CM_HIDDEN bool cm_heap_trim(void);
+CM_HIDDEN bool cm_pool_trim(void);
 /* Retire kept superblocks idle for CAGEMALLOC_DECAY_MS, a bounded batch. */
-CM_HIDDEN void cm_heap_decay(void);
-CM_HIDDEN cm_desc_t *cm_heap_desc_of(const void *p);  /* NULL if not a small block of ours */
+CM_HIDDEN void cm_pool_decay(void);
+CM_HIDDEN cm_desc_t *cm_pool_desc_of(const void *p);  /* NULL if not a small block of ours */
 
 /* ---------------------------------------------------------------- arena */
 /* A span of 2^shift bytes (64 KiB .. 1 MiB) aligned to its size, its page-map
@@ -460,7 +461,7 @@ CM_HIDDEN void cm_cold_put(cm_tcache_cold_t *rec);
 typedef struct cm_tcache {
     uint32_t tag;           /* 1..31, this thread's owner tag in page-map entries */
     int state;              /* CM_TC_UNINIT (new), CM_TC_ACTIVE, or CM_TC_DEAD (after its exit hook) */
-    uint32_t refills;       /* heap refills so far (paces cm_heap_decay) */
+    uint32_t refills;       /* heap refills so far (paces cm_pool_decay) */
     cm_tcache_cold_t *cold; /* set while ACTIVE */
     cm_bin_t bins[CM_NUM_CLASSES + 1];
 } cm_tcache_t;

@@ -2,7 +2,7 @@
  * unit of address space we own, and the per-region records that hold it.
  *
  * Two levels rather than one flat array over a reserved arena: a flat map
- * needs the whole heap's address range reserved up front, which fails (or
+ * needs the whole address range of the superblocks reserved up front, which fails (or
  * eats the budget) under `ulimit -v` / RLIMIT_AS. Here the root is 2^15
  * slots in .bss (one per 4 GiB, zero pages until touched) and a region
  * record (264 KiB, lazily committed: 2^16 entries plus the arena's chunk

@@ -3,7 +3,7 @@
  * the thread exits. The fast paths (pop and push) are in alloc_inline.h.
  *
  * Nothing here waits for another thread: refills and flushes are lock-free
- * heap operations, and a thread that dies or is frozen forever loses at most
+ * pool operations, and a thread that dies or is frozen forever loses at most
  * the blocks in its own cache. */
 #include <errno.h>
 #include <pthread.h>
@@ -86,7 +86,7 @@ static void return_uncarved(unsigned cls, char *p, char *end) {
     if (p >= end) return;
     uint32_t size = cm_class_info[cls].block_size, n = 0;
     for (char *b = p; b < end; b += size, n++) cm_block_set_next(b, b + size < end ? b + size : NULL);
-    cm_heap_return_chain(cm_heap_desc_of(p), p, end - size, n);
+    cm_pool_return_chain(cm_pool_desc_of(p), p, end - size, n);
 }
 
 /* Return everything tc holds: cached blocks, remote lists and the uncarved
@@ -113,7 +113,7 @@ static void flush_everything(cm_tcache_t *tc, bool exiting) {
 /* pthread key destructor. glibc frees per-thread state (the dlerror result,
  * the strsignal buffer, the resolver's) after every key destructor has run,
  * and later destructors may allocate: from now on the thread allocates and
- * frees straight from the heap (DEAD), as a restarted cache would be left
+ * frees straight from the pool (DEAD), as a restarted cache would be left
  * behind with its record when the thread is gone. */
 static void thread_exit(void *arg) { flush_everything(arg, true); }
 
@@ -175,7 +175,7 @@ static void take_chain(cm_tcache_t *tc, unsigned cls, void *chain, uint32_t coun
  * without a record): refill, keep one block, give the rest straight back. */
 static void *alloc_uncached(unsigned cls, bool zero) {
     cm_refill_t r;
-    if (!cm_heap_refill(cls, 0, &r)) {
+    if (!cm_pool_refill(cls, 0, &r)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -200,8 +200,8 @@ void *cm_tcache_refill_alloc(unsigned cls, bool zero) {
         if (tc->cold->c[cls].bump >= tc->cold->c[cls].bump_end) {
             cm_refill_t r;
             publish_bin(tc, cls);
-            if ((++tc->refills & 63) == 0) cm_heap_decay();
-            if (!cm_heap_refill(cls, tc->tag, &r)) {
+            if ((++tc->refills & 63) == 0) cm_pool_decay();
+            if (!cm_pool_refill(cls, tc->tag, &r)) {
                 errno = ENOMEM;
                 return NULL;
             }
@@ -243,14 +243,14 @@ typedef struct flush_groups {
 
 static void return_groups(flush_groups_t *gs) {
     for (unsigned i = 0; i < gs->n; i++)
-        cm_heap_return_chain(gs->g[i].desc, gs->g[i].head, gs->g[i].tail, gs->g[i].n);
+        cm_pool_return_chain(gs->g[i].desc, gs->g[i].head, gs->g[i].tail, gs->g[i].n);
     gs->n = 0;
 }
 
 /* Add a run of n linked blocks of one superblock to its group: runs of the
  * same superblock are spliced (one link rewritten per run, not per block). */
 static void add_run(flush_groups_t *gs, void *head, void *tail, uint32_t n) {
-    cm_desc_t *d = cm_heap_desc_of(head);
+    cm_desc_t *d = cm_pool_desc_of(head);
     for (unsigned i = 0; i < gs->n; i++) {
         flush_group_t *g = &gs->g[i];
         if (g->desc == d) {
@@ -334,7 +334,7 @@ void cm_tcache_free_remote(void *p, unsigned cls) {
 void cm_tcache_flush_free(void *p, unsigned cls) {
     cm_tcache_t *tc = &cm_tcache;
     if (!cache_ready(tc)) {
-        cm_heap_return_chain(cm_heap_desc_of(p), p, p, 1); /* no cache: straight back */
+        cm_pool_return_chain(cm_pool_desc_of(p), p, p, 1); /* no cache: straight back */
         return;
     }
     cm_bin_t *bin = &tc->bins[cls];

@@ -89,7 +89,7 @@ static void check_decay_bound(void) {
     unsigned cls = 1; /* 16 B blocks, 64 KiB spans: nothing is touched until carved */
     for (int i = 0; i < 6000; i++) {
         cm_refill_t r;
-        CHECK(cm_heap_refill(cls, 1, &r), "refill");
+        CHECK(cm_pool_refill(cls, 1, &r), "refill");
     }
     CHECK(cm_desc_count() > 6000, "descriptors made");
     /* one kept superblock, so decay has something to look for */
@@ -103,7 +103,7 @@ static void check_decay_bound(void) {
     cm_tcache_flush_all();
     hook_hits = 0;
     cm_test_hook = count_point;
-    cm_heap_decay();
+    cm_pool_decay();
     cm_test_hook = NULL;
     CHECK(hook_hits > 0 && hook_hits <= 4096, "one decay pass looked at %u descriptors", hook_hits);
 }
@@ -123,7 +123,7 @@ static void check_take_over_looks_only_at_kept(void) {
     hook_hits = 0;
     cm_test_hook = count_point;
     cm_refill_t r;
-    CHECK(cm_heap_refill(b, 1, &r), "refill of class b");
+    CHECK(cm_pool_refill(b, 1, &r), "refill of class b");
     cm_test_hook = NULL;
     CHECK(hook_hits == 0, "a refill miss popped %u superblocks of classes with none kept", hook_hits);
     cm_free(y);

@@ -1,7 +1,7 @@
 /* unit_trim_aba: trimming a kept (fully free) superblock must not retire it
  * after another class took its span over and handed out a block.
  *
- * Deterministic: a test-only pause point inside cm_heap_trim, between its
+ * Deterministic: a test-only pause point inside cm_pool_trim, between its
  * read of the anchor and its CAS, runs the interleaving that broke it:
  * class B (7168 B, 9 per 64 KiB span) takes over the kept span of class A
  * (8192 B, 8 per span), hands out all 9 blocks, and gets 8 back in an order
@@ -28,12 +28,12 @@ static int holds(const char *p, size_t n, unsigned char v) {
     return 1;
 }
 
-/* Runs inside cm_heap_trim, after it read victim's anchor. */
+/* Runs inside cm_pool_trim, after it read victim's anchor. */
 static void interleave(const char *point) {
     if (strcmp(point, "trim: anchor read") != 0 || paused) return;
     paused = 1;
     cm_refill_t r;
-    CHECK(cm_heap_refill(class_b, 2, &r) && r.fresh == victim->base,
+    CHECK(cm_pool_refill(class_b, 2, &r) && r.fresh == victim->base,
           "class B did not take over the kept span of class A");
     const cm_class_info_t *b = &cm_class_info[class_b];
     char *blocks[16];
@@ -41,7 +41,7 @@ static void interleave(const char *point) {
     /* return all but the last, block 0 first, as A's list had it: same anchor bits */
     for (uint32_t i = 0; i + 2 < b->max_count; i++) cm_block_set_next(blocks[i], blocks[i + 1]);
     cm_block_set_next(blocks[b->max_count - 2], NULL);
-    cm_heap_return_chain(victim, blocks[0], blocks[b->max_count - 2], b->max_count - 1);
+    cm_pool_return_chain(victim, blocks[0], blocks[b->max_count - 2], b->max_count - 1);
     live_block = blocks[b->max_count - 1];
     fill(live_block, b->block_size, 0x11);
 }
@@ -56,17 +56,17 @@ static void check_interleaving(void) {
           "the test needs 8192 B and 7168 B classes sharing a span size");
     cm_options.empty_keep = (size_t)1 << 30;
     cm_refill_t r;
-    CHECK(cm_heap_refill(class_a, 1, &r) && r.fresh, "a fresh superblock of class A");
-    victim = cm_heap_desc_of(r.fresh);
+    CHECK(cm_pool_refill(class_a, 1, &r) && r.fresh, "a fresh superblock of class A");
+    victim = cm_pool_desc_of(r.fresh);
     const cm_class_info_t *a = &cm_class_info[class_a];
     char *blocks[16];
     for (uint32_t i = 0; i < a->max_count; i++) blocks[i] = r.fresh + (size_t)i * a->block_size;
     for (uint32_t i = 0; i + 1 < a->max_count; i++) cm_block_set_next(blocks[i], blocks[i + 1]);
     cm_block_set_next(blocks[a->max_count - 1], NULL);
-    cm_heap_return_chain(victim, blocks[0], blocks[a->max_count - 1], a->max_count); /* kept, fully free */
+    cm_pool_return_chain(victim, blocks[0], blocks[a->max_count - 1], a->max_count); /* kept, fully free */
 
     cm_test_hook = interleave;
-    cm_heap_trim();
+    cm_pool_trim();
     cm_test_hook = NULL;
     CHECK(paused, "the pause point was not reached");
     CHECK(holds(live_block, cm_class_info[class_b].block_size, 0x11),
@@ -105,7 +105,7 @@ static void *churn(void *arg) {
 
 static void *trimmer(void *arg) {
     (void)arg;
-    while (!atomic_load(&stop)) cm_heap_trim();
+    while (!atomic_load(&stop)) cm_pool_trim();
     return NULL;
 }
 

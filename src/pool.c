@@ -1,7 +1,7 @@
-/* heap.c: the lock-free global heap of superblocks.
+/* pool.c: the lock-free global pool of superblocks.
  *
  * Per size class, lock-free stacks of PARTIAL superblocks. Thread caches
- * talk to the heap in batches only: a refill takes a superblock's whole free
+ * talk to the pool in batches only: a refill takes a superblock's whole free
  * list with one CAS, a flush returns a chain of blocks of one superblock with
  * one CAS. A superblock's span comes from the arena (arena.c) when it is
  * made and goes back there when it retires, for a superblock of any size to
@@ -24,7 +24,7 @@ static cm_desc_stack_t partial[CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
  * or retire, scan or not, where to look); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
 static _Atomic int32_t kept_in_class[CM_NUM_CLASSES + 1]; /* of which per class: where take-over looks */
-static _Atomic uint64_t last_decay_ns;                  /* when cm_heap_decay last scanned */
+static _Atomic uint64_t last_decay_ns;                  /* when cm_pool_decay last scanned */
 static _Atomic uint32_t decay_cursor;                   /* where the next decay pass starts */
 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
@@ -102,7 +102,7 @@ static void retire(cm_desc_t *d, bool on_partial_stack) {
 /* Reserve room for one more fully free superblock kept committed; false when
  * the budget (CAGEMALLOC_EMPTY_KEEP) is spent and it should be retired.
  * Kept superblocks go back to the OS once idle for CAGEMALLOC_DECAY_MS
- * (cm_heap_decay): a program whose heap empties and refills, round after
+ * (cm_pool_decay): a program whose heap empties and refills, round after
  * round, reuses them instead of faulting every page in again. */
 static bool keep_empty(size_t bytes) {
     size_t now = atomic_fetch_add_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
@@ -147,7 +147,7 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
             cm_desc_release(d);
             return false;
         default:
-            cm_fatal("malloc", "heap corrupted at superblock", d->base);
+            cm_fatal("malloc", "superblock pool corrupted at", d->base);
         }
     }
 }
@@ -198,7 +198,7 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned owner) {
     return NULL;
 }
 
-bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
+bool cm_pool_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
     out->chain = NULL, out->count = 0, out->fresh = NULL, out->fresh_dirty = false;
     cm_desc_t *d;
     for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
@@ -216,7 +216,7 @@ bool cm_heap_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
 
 /* ------------------------------------------------------------ flush */
 
-void cm_heap_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
+void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     uint32_t head_idx = block_index(d, head);
     /* relaxed: only a guess for the CAS below, which is acq_rel */
@@ -283,7 +283,7 @@ static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
 }
 
 /* Retire every kept superblock (malloc_trim). */
-bool cm_heap_trim(void) {
+bool cm_pool_trim(void) {
     bool returned = false;
     uint32_t n = cm_desc_count();
     for (uint32_t ref = 1; ref < n && ref < cm_desc_capacity(); ref++)
@@ -295,7 +295,7 @@ bool cm_heap_trim(void) {
  * as a refill): at most a few times per decay period (a timestamp CAS elects
  * the one thread that scans), retire what idled, looking at DECAY_SCAN
  * descriptors per pass, round robin, so no malloc does unbounded work. */
-void cm_heap_decay(void) {
+void cm_pool_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
     if (now - last < cm_options.decay_ns / 4 ||
         atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
@@ -311,7 +311,7 @@ void cm_heap_decay(void) {
     }
 }
 
-cm_desc_t *cm_heap_desc_of(const void *p) {
+cm_desc_t *cm_pool_desc_of(const void *p) {
     uint32_t e = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_entry_class(e);
     if (cls == 0 || cls > CM_NUM_CLASSES) return NULL;

@@ -1,4 +1,4 @@
-/* unit_heap: descriptors and superblock state transitions. The anchor word
+/* unit_pool: descriptors and superblock state transitions. The anchor word
  * packs and unpacks; the lock-free descriptor stack is LIFO and loses or
  * duplicates nothing under concurrent pops and pushes; a superblock goes
  * FULL -> PARTIAL -> (fully free, kept) -> EMPTY (memory returned) -> reused,
@@ -69,9 +69,9 @@ static cm_desc_t *fill_superblock(unsigned cls, void **blocks) {
         CHECK(blocks[i] != NULL, "allocation");
         ((char *)blocks[i])[ci->block_size - 1] = 1;
     }
-    cm_desc_t *d = cm_heap_desc_of(blocks[0]);
+    cm_desc_t *d = cm_pool_desc_of(blocks[0]);
     for (uint32_t i = 1; i < ci->max_count; i++)
-        CHECK(cm_heap_desc_of(blocks[i]) == d, "blocks of one fresh superblock split across superblocks");
+        CHECK(cm_pool_desc_of(blocks[i]) == d, "blocks of one fresh superblock split across superblocks");
     return d;
 }
 
@@ -94,7 +94,7 @@ static void check_lifecycle(void) {
 
     cm_stats_t before, after;
     cm_stats_get(&before);
-    CHECK(cm_heap_trim(), "trim found nothing to return");
+    CHECK(cm_pool_trim(), "trim found nothing to return");
     cm_stats_get(&after);
     CHECK(state_of(d) == CM_EMPTY, "after trim: state %u", state_of(d));
     CHECK(after.returned >= before.returned + ((size_t)1 << d->span_shift), "trim returned no memory");
@@ -102,7 +102,7 @@ static void check_lifecycle(void) {
     CHECK(cm_entry_class(cm_pagemap_get((uintptr_t)d->base)) == 0, "retired span still answers as a class");
 
     void *again = cm_malloc(cm_class_info[cls].block_size);
-    CHECK(cm_heap_desc_of(again) == d && state_of(d) == CM_FULL, "retired superblock not reused");
+    CHECK(cm_pool_desc_of(again) == d && state_of(d) == CM_FULL, "retired superblock not reused");
     cm_free(again);
 }
 
@@ -117,11 +117,11 @@ static void check_span_reuse_across_classes(void) {
     uint32_t max = cm_class_info[a].max_count;
     char *span = d->base;
     for (uint32_t i = 0; i + 1 < max; i++) cm_block_set_next(blocks[i], blocks[i + 1]);
-    cm_heap_return_chain(d, blocks[0], blocks[max - 1], max);
+    cm_pool_return_chain(d, blocks[0], blocks[max - 1], max);
     CHECK(state_of(d) == CM_RETIRING && cm_entry_class(cm_pagemap_get((uintptr_t)span)) == 0,
           "fully free superblock over budget not retired: state %u", state_of(d));
     void *other = cm_malloc(cm_class_info[b].block_size);
-    CHECK(cm_heap_desc_of(other) == d && d->base == span, "retired span not reused by a class of the same span size");
+    CHECK(cm_pool_desc_of(other) == d && d->base == span, "retired span not reused by a class of the same span size");
     CHECK(atomic_load(&d->size_class) == b && d->block_size == cm_class_info[b].block_size, "reassigned class");
     cm_free(other);
 }
@@ -132,6 +132,6 @@ int main(void) {
     check_stack();
     check_lifecycle();
     check_span_reuse_across_classes();
-    printf("heap: anchors, descriptor stacks and superblock transitions behave\n");
+    printf("pool: anchors, descriptor stacks and superblock transitions behave\n");
     return 0;
 }
