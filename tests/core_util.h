@@ -249,6 +249,30 @@ static inline int cmt_xchg_take(struct cmt_xchg *x, unsigned me, struct cmt_blk 
     return 0;
 }
 
+/* Hand every block still in the exchange to release (after the threads
+ * that used it are joined). */
+static inline void cmt_xchg_drain(struct cmt_xchg *x, void (*release)(const struct cmt_blk *, const char *))
+{
+    struct cmt_blk b;
+    uint64_t rng = 1;
+    while (cmt_xchg_take(x, UINT32_MAX, &b, &rng))
+        release(&b, "block left in the exchange");
+}
+
+#include <pthread.h>
+
+/* Run fn on n threads (argument: the thread's index) and join them all. */
+static inline void cmt_run_threads(unsigned n, void *(*fn)(void *))
+{
+    pthread_t t[64];
+    unsigned i;
+    CMT_CHECK(n <= 64, "at most 64 threads");
+    for (i = 0; i < n; i++)
+        CMT_CHECK(pthread_create(&t[i], NULL, fn, (void *)(uintptr_t)i) == 0, "pthread_create");
+    for (i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
 #endif /* __cplusplus */
 
 #endif /* CORE_UTIL_H */

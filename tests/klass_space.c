@@ -269,12 +269,8 @@ static void *worker(void *arg)
 
 static void threads(void)
 {
-    pthread_t t[4];
-    for (uintptr_t i = 0; i < 4; i++) CMT_CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0, "pthread_create");
-    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
-    struct cmt_blk b;
-    uint64_t rng = 1;
-    while (cmt_xchg_take(&xchg, UINT32_MAX, &b, &rng)) release(&b, "block left in the exchange");
+    cmt_run_threads(4, worker);
+    cmt_xchg_drain(&xchg, release);
     struct cm_klass_stats s;
     cm_klass_stats(&s);
     CMT_CHECK(s.classes_live == 0 && s.gap_bytes_reused == 0 && s.alignment_loss == 0,
