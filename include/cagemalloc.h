@@ -87,6 +87,53 @@ typedef struct cm_stats {
 CM_API void cm_stats_get(cm_stats_t *out);
 
 /* ------------------------------------------------------------------------
+ * Heaps (mimalloc's first-class heaps).
+ *
+ * A heap owns the superblocks its blocks come from. Every thread has a
+ * default heap, which malloc uses; cm_heap_new makes more, for an arena that
+ * cm_heap_destroy frees at once, or to keep a data structure's blocks
+ * together. A heap belongs to the thread that made it (its owner): only
+ * that thread may allocate from it or call cm_heap_destroy, _delete,
+ * _collect or _visit on it; any other thread calling them gets a one-line
+ * message on stderr and abort(), never corruption. Blocks of any heap are
+ * freed with free/cm_free (or resized with realloc/cm_realloc) by any
+ * thread. When the owner exits, its heaps are deleted (as cm_heap_delete:
+ * their blocks stay valid and are freed as usual); the handle is then dead.
+ * cm_heap_contains may be called by any thread.
+ * ---------------------------------------------------------------------- */
+typedef struct cm_heap cm_heap_t;
+
+/* A new empty heap owned by the calling thread; NULL with errno ENOMEM. */
+CM_API cm_heap_t *cm_heap_new(void);
+/* The calling thread's default heap, the one malloc uses (NULL, ENOMEM, in
+ * a thread that cannot have one: past its exit, or out of memory). */
+CM_API cm_heap_t *cm_heap_get_default(void);
+/* As cm_malloc, cm_calloc, cm_aligned_alloc, allocating in h. */
+CM_API CM_MALLOC_ATTRS void *cm_heap_malloc(cm_heap_t *h, size_t size);
+CM_API CM_MALLOC_ATTRS void *cm_heap_calloc(cm_heap_t *h, size_t count, size_t size);
+CM_API CM_MALLOC_ATTRS void *cm_heap_aligned_alloc(cm_heap_t *h, size_t alignment, size_t size);
+/* As cm_realloc; the result is in h (p, from any heap, moves if need be). */
+CM_API void *cm_heap_realloc(cm_heap_t *h, void *p, size_t size);
+/* Free every block of h at once (no per-block work), then delete h. Its
+ * blocks must not be used or freed afterwards. Not for the default heap. */
+CM_API void cm_heap_destroy(cm_heap_t *h);
+/* Delete h; its live blocks stay valid, adopted by the owner's default heap.
+ * Not for the default heap. */
+CM_API void cm_heap_delete(cm_heap_t *h);
+/* Give back what h holds unused: its fully free superblocks go to the
+ * shared pool; force also returns the pool's kept pages to the OS. */
+CM_API void cm_heap_collect(cm_heap_t *h, int force);
+/* 1 if p points into a live or free block of h (a block h's superblocks or
+ * large blocks hold), 0 otherwise. */
+CM_API int cm_heap_contains(const cm_heap_t *h, const void *p);
+/* Call fn(block, usable_size, arg) for every live block of h once; a block
+ * freed by any thread whose free() has returned is not live. A non-zero
+ * return stops the walk and is returned; 0 when all were visited. fn must
+ * not allocate from h or free its blocks. */
+typedef int (*cm_block_visitor)(void *block, size_t usable_size, void *arg);
+CM_API int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg);
+
+/* ------------------------------------------------------------------------
  * Class space: narrow class pointers (OpenJDK Lilliput's idea).
  *
  * Class metadata lives in one reservation of 2^range bytes whose blocks are

@@ -9,17 +9,15 @@
 
 /* ------------------------------------------------------------ slow paths */
 
-void *cm_alloc_generic(size_t size, bool zero) {
+void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero) {
     if (cm_unlikely(size > CM_MAX_REQUEST)) {
         errno = ENOMEM;
         return NULL;
     }
     if (size <= CM_SMALL_MAX) /* calloc with an empty bin: the refill zeroes (or knows it is zero) */
-        return cm_tcache_refill_alloc(cm_size_to_class(size), zero);
+        return cm_heap_refill_alloc(h, cm_size_to_class(size), zero);
     cm_ensure_init();
-    void *p = cm_large_alloc(size, 0, zero);
-    if (!p) errno = ENOMEM;
-    return p;
+    return cm_heap_large_alloc(h, size, 0, zero);
 }
 
 /* p is not a small block in use: say precisely what it is, then abort. A
@@ -38,7 +36,7 @@ static cm_desc_t *large_desc_checked(const void *p, uint32_t entry, const char *
 
 void cm_free_generic(void *p, uint32_t entry, const char *func) {
     if (p == NULL) return;
-    cm_large_free(large_desc_checked(p, entry, func));
+    cm_free_large(large_desc_checked(p, entry, func));
 }
 
 /* p, a small block of class cls being freed or reallocated, carries the
@@ -65,58 +63,42 @@ void cm_free_suspect(void *p, unsigned cls) {
     cm_fatal("free", "double free", p);
 }
 
-/* The rest of free for a bin at its limit, a remote block, or a block that
- * looks free (p is a checked small block). A thread not started yet has tag
- * 0 and limit 0: the flush path starts it. The page-map entry is read again
- * here, so the fast path keeps fewer values live for this tail call. */
-void cm_free_checked_slow(void *p) {
-    uint32_t entry = cm_pagemap_get((uintptr_t)p);
-    unsigned cls = cm_entry_class(entry);
-    if (cm_block_looks_free(p)) cm_free_suspect(p, cls);
-    cm_tcache_t *tc = &cm_tcache;
-    if (tc->state == CM_TC_ACTIVE && cm_entry_owner(entry) != tc->tag) {
-        cm_tcache_free_remote(p, cls);
-        return;
-    }
-    cm_bin_t *bin = &tc->bins[cls];
-    if (bin->count < bin->limit) {
-        cm_bin_push(bin, p);
-        return;
-    }
-    cm_tcache_flush_free(p, cls);
-}
-
 /* ------------------------------------------------------------ API */
 
-void *cm_impl_calloc(size_t count, size_t size) {
+void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size) {
     size_t total;
     if (cm_unlikely(__builtin_mul_overflow(count, size, &total))) {
         errno = ENOMEM;
         return NULL;
     }
     if (cm_likely(total <= CM_SMALL_MAX)) {
-        cm_bin_t *bin = cm_my_bin(cm_size_to_class(total));
+        cm_bin_t *bin = &h->bins[cm_size_to_class(total)];
         if (cm_likely(bin->head != NULL)) return memset(cm_bin_pop(bin), 0, total);
     }
-    return cm_alloc_generic(total, true);
+    return cm_alloc_generic(h, total, true);
 }
 
-void *cm_impl_realloc(void *p, size_t size) {
-    if (p == NULL) return cm_malloc_inline(size);
+void *cm_impl_calloc(size_t count, size_t size) { return cm_heap_calloc_inline(cm_my_heap(), count, size); }
+
+/* realloc in heap h; in_h: the result must be in h (cm_heap_realloc), else
+ * a block that fits stays where it is, whatever heap holds it. */
+static void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_h) {
+    if (p == NULL) return cm_heap_malloc_inline(h, size);
     if (size == 0) {
         cm_free_inline(p);
         return NULL;
     }
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "realloc");
+    bool stays = !in_h || cm_heap_contains(h, p);
     size_t old_usable;
     if (cls != 0) {
         if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cls);
         old_usable = cm_class_info[cls].block_size;
-        if (size <= old_usable && (size >= old_usable / 2 || size <= 16)) return p;
+        if (stays && size <= old_usable && (size >= old_usable / 2 || size <= 16)) return p;
     } else {
         cm_desc_t *d = large_desc_checked(p, entry, "realloc");
-        if (size > CM_SMALL_MAX) {
+        if (stays && size > CM_SMALL_MAX) {
             if (size > CM_MAX_REQUEST) {
                 errno = ENOMEM;
                 return NULL;
@@ -127,12 +109,15 @@ void *cm_impl_realloc(void *p, size_t size) {
         }
         old_usable = cm_large_usable(d);
     }
-    void *q = cm_malloc_inline(size);
+    void *q = cm_heap_malloc_inline(h, size);
     if (!q) return NULL;
     memcpy(q, p, size < old_usable ? size : old_usable);
     cm_free_inline(p);
     return q;
 }
+
+void *cm_impl_realloc(void *p, size_t size) { return realloc_in(cm_my_heap(), p, size, false); }
+void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size) { return realloc_in(h, p, size, true); }
 
 static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
@@ -140,12 +125,12 @@ static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
  * power of two dividing its size (superblocks are aligned to their size,
  * >= 64 KiB), so the smallest class that fits and whose size the alignment
  * divides serves it without padding; anything else is a large block. */
-void *cm_impl_aligned_alloc(size_t align, size_t size) {
+void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size) {
     if (cm_unlikely(!is_power_of_two(align))) {
         errno = EINVAL;
         return NULL;
     }
-    if (align <= 16) return cm_malloc_inline(size);
+    if (align <= 16) return cm_heap_malloc_inline(h, size);
     if (cm_unlikely(size > CM_MAX_REQUEST || align > CM_MAX_REQUEST)) {
         errno = ENOMEM;
         return NULL;
@@ -153,13 +138,13 @@ void *cm_impl_aligned_alloc(size_t align, size_t size) {
     size_t need = size < align ? align : size;
     if (need <= CM_SMALL_MAX) {
         for (unsigned cls = cm_size_to_class(need); cls <= CM_NUM_CLASSES; cls++)
-            if (cm_class_info[cls].block_size % align == 0) return cm_alloc_class(cls);
+            if (cm_class_info[cls].block_size % align == 0) return cm_heap_alloc_class(h, cls);
     }
     cm_ensure_init();
-    void *p = cm_large_alloc(size, align, false);
-    if (!p) errno = ENOMEM;
-    return p;
+    return cm_heap_large_alloc(h, size, align, false);
 }
+
+void *cm_impl_aligned_alloc(size_t align, size_t size) { return cm_heap_aligned_alloc_in(cm_my_heap(), align, size); }
 
 int cm_impl_posix_memalign(void **out, size_t align, size_t size) {
     if (!is_power_of_two(align) || align < sizeof(void *)) return EINVAL;
@@ -210,9 +195,18 @@ size_t cm_impl_usable_size(const void *p) {
     return cm_large_usable(large_desc_checked(p, entry, "malloc_usable_size"));
 }
 
+/* The calling thread's heaps give back what they hold unused now; every
+ * other heap does at its next refill (an idle thread's heap cannot be
+ * touched by another thread: its lists are its own). */
 int cm_impl_trim(void) {
     if (!atomic_load_explicit(&cm_initialized, memory_order_acquire)) return 0;
-    cm_tcache_flush_all();
+    atomic_fetch_add_explicit(&cm_trim_epoch, 1, memory_order_relaxed);
+    if (cm_thread.state == CM_THREAD_ACTIVE) {
+        for (cm_heap_t *h = cm_thread.heap; h; h = cm_heap_record(h->next_of_thread)) {
+            h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
+            cm_heap_collect_owned(h);
+        }
+    }
     bool small = cm_pool_trim();
     bool chunks = cm_arena_trim();
     bool large = cm_large_trim();

@@ -10,22 +10,27 @@
 
 #include "internal.h"
 
-CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(size_t size, bool zero);
+CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
-CM_HIDDEN CM_NOINLINE void cm_free_checked_slow(void *p);
+CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);
+CM_HIDDEN void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size);
+CM_HIDDEN void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size);
 
-/* Pop a block of class cls from this thread's cache, refilling if empty. */
-CM_INLINE void *cm_alloc_class(unsigned cls) {
-    cm_bin_t *bin = cm_my_bin(cls);
+/* Pop a block of class cls from heap h's bin, refilling if empty. */
+CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
+    cm_bin_t *bin = &h->bins[cls];
     if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
-    return cm_tcache_refill_alloc(cls, false);
+    return cm_heap_refill_alloc(h, cls, false);
 }
 
-CM_INLINE void *cm_malloc_inline(size_t size) {
-    if (cm_likely(size <= CM_SMALL_MAX)) return cm_alloc_class(cm_size_to_class(size));
-    return cm_alloc_generic(size, false);
+/* malloc is this with the calling thread's default heap. */
+CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
+    if (cm_likely(size <= CM_SMALL_MAX)) return cm_heap_alloc_class(h, cm_size_to_class(size));
+    return cm_alloc_generic(h, size, false);
 }
+
+CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_my_heap(), size); }
 
 /* The class of small block p, after checking p is the start of a block: the
  * page map gives the class, the class gives the superblock geometry (spans
@@ -41,20 +46,29 @@ CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const c
     return cls;
 }
 
+/* A block freed by the thread that owns its superblock goes on the
+ * superblock's local list: plain stores, no atomic. The owner test comes
+ * first: the local list and count are read only by their owner. */
 CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "free");
     if (cm_likely(cls != 0)) {
-        cm_bin_t *bin = cm_my_bin(cls);
-        /* the rare cases (full bin, a block of another thread's superblock,
-         * a block that looks free already) leave by a tail call, so the fast
-         * path keeps no registers to save and restore */
-        if (cm_likely(bin->count < bin->limit && cm_entry_owner(entry) == cm_tcache.tag &&
-                      !cm_block_looks_free(p))) {
-            cm_bin_push(bin, p);
-            return;
+        cm_desc_t *d = cm_desc_from_ref(cm_entry_ref(entry));
+        /* the rare cases (another thread's superblock, the first block of an
+         * empty local list, maybe the last block out, a block that looks
+         * free already) leave by a tail call */
+        if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
+            void *head = d->local_free;
+            uint32_t used = d->used;
+            if (cm_likely(head != NULL && used > 1 && !cm_block_looks_free(p))) {
+                uintptr_t link = cm_link_encode(p, head);
+                d->local_free = p;
+                d->used = used - 1;
+                ((cm_free_block_t *)p)->link = link;
+                return;
+            }
         }
-        cm_free_checked_slow(p);
+        cm_free_small_slow(p, d);
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */

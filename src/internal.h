@@ -20,21 +20,35 @@
  *  anchor      a descriptor's 64-bit status word {state, avail, count},
  *              changed only by CAS. avail = index of the first free block of
  *              the superblock's own free list, count = its length.
- *  page map    address -> 32-bit entry {descriptor ref, owner tag, class}
- *              for every 64 KiB unit we own; free() finds a block's class
- *              and whether its superblock is this thread's with it.
- *  thread cache per thread and class, a singly linked list of free blocks and
- *              a count: malloc pops, free pushes, no atomic instruction. When
- *              empty it is refilled from the pool; when over its bound, a batch
- *              is flushed back, one CAS per superblock. Blocks of superblocks
- *              another thread took go to a remote list, returned the same way.
- *  pool        the superblocks shared by all threads: per class lock-free
- *              stacks of PARTIAL superblocks (sharded by owner tag). Not a
- *              "heap": that word is kept for the user-visible heaps to come.
+ *  page map    address -> 32-bit entry {descriptor ref, class} for every
+ *              64 KiB unit we own: free() finds a block's class and its
+ *              superblock's descriptor with two loads.
+ *  heap        what malloc allocates from (heap.c): per size class, the
+ *              superblock it is carving or reusing now (its "current"), a
+ *              list of its superblocks with free blocks, and a list of
+ *              exhausted ones. A heap OWNS its superblocks: only its thread
+ *              allocates from them, and that thread's frees go back to the
+ *              superblock's own local free list with no atomic instruction.
+ *              Every thread has a default heap (what malloc uses); programs
+ *              make more with cm_heap_new. A heap's thread is its owner.
+ *  local free list  per owned superblock, blocks freed by the owner thread;
+ *              plain loads and stores (descriptor.local_free).
+ *  remote free a free by a thread that does not own the superblock: one CAS
+ *              pushes the block on the superblock's anchor list, which the
+ *              owner takes whole when it runs out of blocks.
+ *  pool        the superblocks no heap owns (pool.c): per class lock-free
+ *              stacks of PARTIAL superblocks (sharded), fully free ones kept
+ *              committed up to a budget. A heap takes a superblock from the
+ *              pool when it has none with free blocks, and gives it back when
+ *              it empties, or when the heap goes away (abandoned: its thread
+ *              exited, or cm_heap_delete); another heap then reclaims it.
  *
  * Superblock states (anchor.state):
- *  FULL      no free block on its own list (all are in use, in thread caches,
- *            or not yet carved); on no list.
+ *  OWNED     a heap owns it; the anchor list holds remote frees (count).
+ *  OWNED_FULL  OWNED, and parked by its heap as exhausted: the remote free
+ *            that moves it back to OWNED tells the heap (its mailbox).
+ *  FULL      owned by no heap, no free block on its list (all in use); on
+ *            no list.
  *  PARTIAL   count > 0 free blocks on its list; on its class's partial stack
  *            (or held by the one thread that just popped it).
  *  RETIRING  all blocks free; one thread owns it and is returning its memory.
@@ -71,16 +85,13 @@
 #define CM_PAGE_SIZE ((size_t)4096)
 #define CM_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * CM_CHUNK_SIZE)
 
-/* Page-map entry: {ref:21, owner:5, class:6}. Class 0 = not a small block
- * (large, or retired, or not ours: the descriptor decides); CM_CLASS_LARGE =
- * large. owner = tag of the thread that last took the superblock's blocks
- * (see cm_tcache_t.tag), so free() tells a remote block without a load. */
+/* Page-map entry: {ref:26, class:6}. Class 0 = not a small block (large,
+ * or retired, or not ours: the descriptor decides); CM_CLASS_LARGE = large. */
 #define CM_ENTRY_CLASS_BITS 6
 #define CM_ENTRY_CLASS_MASK ((1u << CM_ENTRY_CLASS_BITS) - 1)
-#define CM_ENTRY_OWNER_BITS 5
-#define CM_ENTRY_REF_SHIFT (CM_ENTRY_CLASS_BITS + CM_ENTRY_OWNER_BITS)
+#define CM_ENTRY_REF_SHIFT CM_ENTRY_CLASS_BITS
 #define CM_CLASS_LARGE 63u
-#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 128 MiB of descriptors if we can (refs are 21 bits), */
+#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 128 MiB of descriptors if we can, */
 #define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
 
 typedef struct cm_class_info {
@@ -88,7 +99,7 @@ typedef struct cm_class_info {
     uint64_t span_mask;    /* superblock size - 1: offset of a block = address & span_mask */
     uint32_t block_size;   /* bytes per block, a multiple of 16 */
     uint32_t max_count;    /* blocks per superblock */
-    uint16_t cache_max;    /* most blocks a thread cache may hold */
+    uint16_t cache_max;    /* (unused since heaps: no cache bound) */
     uint8_t span_shift;    /* log2 of the superblock size */
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
 } cm_class_info_t;
@@ -103,7 +114,7 @@ CM_INLINE unsigned cm_size_to_class(size_t size) {
 }
 
 /* ---------------------------------------------------------------- anchor */
-enum { CM_FULL = 0, CM_PARTIAL = 1, CM_RETIRING = 2, CM_EMPTY = 3, CM_DETACHED = 4 };
+enum { CM_FULL = 0, CM_PARTIAL = 1, CM_RETIRING = 2, CM_EMPTY = 3, CM_DETACHED = 4, CM_OWNED = 5, CM_OWNED_FULL = 6 };
 
 /* {state:3, avail:16, count:16, version:29} in one word, so a single CAS
  * moves a whole chain of blocks and changes the state together (thesis:
@@ -136,18 +147,28 @@ CM_INLINE cm_anchor_t cm_anchor_next(cm_anchor_t old, unsigned state, uint32_t a
 }
 
 /* ---------------------------------------------------------------- descriptor */
+/* Where an owned descriptor sits in its heap (owner-private). */
+enum { CM_AT_NONE = 0, CM_AT_CURRENT = 1, CM_AT_AVAIL = 2, CM_AT_PARKED = 3, CM_AT_LARGE = 4 };
+#define CM_HEAP_ZOMBIE UINT32_MAX /* large block's heap after a remote free, until its heap unlinks it */
+
 typedef struct cm_desc {
     _Atomic cm_anchor_t anchor;  /* small: superblock status; large: unused */
     _Atomic uint32_t next;       /* link in whichever lock-free stack holds it */
     _Atomic uint8_t size_class;  /* 1..CM_NUM_CLASSES, or CM_CLASS_LARGE */
     uint8_t span_shift;          /* small: log2 of the span size */
-    uint16_t reserved;
+    uint8_t at;                  /* owner-private: CM_AT_* */
+    uint8_t dirty;               /* owner-private: uncarved memory may be non-zero */
     char *base;                  /* span start, or large mapping start */
-    uint32_t block_size;         /* small: bytes per block */
-    uint32_t max_count;          /* small: blocks per superblock */
-    size_t map_size;             /* large: bytes mapped; the block is base itself */
+    union {
+        void *local_free;        /* small, owned: the owner's frees (plain, owner only) */
+        size_t map_size;         /* large: bytes mapped; the block is base itself */
+    };
+    uint32_t used;               /* owned: carved blocks neither free locally nor in the heap's list */
+    _Atomic uint32_t carved;     /* blocks carved so far (owner writes; statistics read) */
     _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
-    uint64_t reserved2;
+    _Atomic uint32_t owner;      /* ref of the owning thread (its default heap), 0 if none */
+    _Atomic uint32_t heap;       /* ref of the owning heap, 0 if none (large: or CM_HEAP_ZOMBIE) */
+    uint32_t prev, link;         /* owner-private: the heap list it is on (CM_AT_*) */
 } __attribute__((aligned(CM_CACHE_LINE))) cm_desc_t;
 
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
@@ -211,12 +232,8 @@ CM_HIDDEN cm_region_t *cm_pagemap_region(uintptr_t a);
  * i < cm_pagemap_region_count(). */
 CM_HIDDEN uint32_t cm_pagemap_region_count(void);
 CM_HIDDEN cm_region_t *cm_pagemap_region_at(uint32_t i, uintptr_t *base);
-CM_INLINE uint32_t cm_entry_make_owned(uint32_t ref, unsigned owner, unsigned cls) {
-    return ref << CM_ENTRY_REF_SHIFT | owner << CM_ENTRY_CLASS_BITS | cls;
-}
-CM_INLINE uint32_t cm_entry_make(uint32_t ref, unsigned cls) { return cm_entry_make_owned(ref, 0, cls); }
+CM_INLINE uint32_t cm_entry_make(uint32_t ref, unsigned cls) { return ref << CM_ENTRY_REF_SHIFT | cls; }
 CM_INLINE uint32_t cm_entry_ref(uint32_t e) { return e >> CM_ENTRY_REF_SHIFT; }
-CM_INLINE unsigned cm_entry_owner(uint32_t e) { return (e >> CM_ENTRY_CLASS_BITS) & ((1u << CM_ENTRY_OWNER_BITS) - 1); }
 CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; }
 
 /* ---------------------------------------------------------------- OS layer */
@@ -278,17 +295,35 @@ CM_HIDDEN void cm_options_load(void);
 __attribute__((noreturn, cold)) CM_HIDDEN void cm_fatal(const char *func, const char *what, const void *p);
 
 /* ---------------------------------------------------------------- pool */
-/* What a refill hands the thread cache: a chain of free blocks, or a fresh
- * superblock to carve, whose memory is zero unless fresh_dirty (a fully free
- * superblock of another class, taken over while still committed). */
+/* What a take from the pool hands a caller that owns no superblock (a
+ * thread past its exit hook): a chain of free blocks, or a fresh superblock
+ * to carve, whose memory is zero unless fresh_dirty (a fully free superblock
+ * of another class, taken over while still committed). */
 typedef struct cm_refill {
     void *chain;         /* first block of a chain of `count` free blocks */
     uint32_t count;
     char *fresh;         /* or: the start of a fresh superblock */
     bool fresh_dirty;
 } cm_refill_t;
-/* owner: the refilling thread's tag, recorded in the superblock's entries. */
-CM_HIDDEN bool cm_pool_refill(unsigned cls, unsigned owner, cm_refill_t *out);
+CM_HIDDEN bool cm_pool_take(unsigned cls, cm_refill_t *out);
+/* A superblock of class cls for heap `heap` of thread `owner`, now OWNED by
+ * it: a partial one (its free blocks on the anchor list), or a fresh one
+ * (carved 0, dirty if taken over); NULL when out of memory. */
+CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner);
+/* The owner gives d up: the chain head..tail of n blocks (its local list,
+ * every uncarved block included) joins the anchor list, and d becomes
+ * FULL, PARTIAL, kept fully free, or retired. */
+CM_HIDDEN void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n);
+/* The owner gives d up with every block free, returning its memory (cm_heap_destroy). */
+CM_HIDDEN void cm_pool_discard(cm_desc_t *d);
+/* The owner takes d's anchor list (remote frees): its head, *n its length. */
+CM_HIDDEN void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n);
+/* The owner parks exhausted d (OWNED, no remote frees -> OWNED_FULL);
+ * false if remote frees arrived (take them instead). */
+CM_HIDDEN bool cm_pool_park(cm_desc_t *d);
+/* The owner takes d back from parked (OWNED_FULL -> OWNED). */
+CM_HIDDEN void cm_pool_unpark(cm_desc_t *d);
+/* Free a chain of n blocks of d from a thread that does not own d: one CAS. */
 CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire every fully free superblock kept committed (malloc_trim). */
 CM_HIDDEN bool cm_pool_trim(void);
@@ -421,103 +456,107 @@ CM_INLINE bool cm_block_looks_free(const void *block) {
 }
 
 /* ---------------------------------------------------------------- large blocks */
-CM_HIDDEN void *cm_large_alloc(size_t size, size_t align, bool zero);
+CM_HIDDEN cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero);
 CM_HIDDEN void cm_large_free(cm_desc_t *d);
+/* Free a large block owned by a heap of another thread (or by none). */
+CM_HIDDEN void cm_large_free_remote(cm_desc_t *d);
 CM_HIDDEN void *cm_large_realloc(cm_desc_t *d, size_t size);
 CM_HIDDEN size_t cm_large_usable(const cm_desc_t *d);
 CM_HIDDEN bool cm_large_trim(void);
 
-/* ---------------------------------------------------------------- thread cache */
+/* ---------------------------------------------------------------- heaps */
 typedef struct cm_bin {
-    void *head;        /* free list */
-    uint32_t count;    /* blocks on it */
-    uint32_t limit;    /* free() flushes when count reaches this */
-    uint64_t allocs;   /* blocks handed out by malloc (stats) */
+    void *head;      /* free blocks of the current superblock: malloc pops here */
+    uint32_t cur;    /* ref of the current superblock, 0 if none */
+    uint32_t avail;  /* first of the superblocks with free blocks (CM_AT_AVAIL) */
 } cm_bin_t;
 
-/* What the slow paths keep per thread and class. */
-typedef struct cm_class_cold {
-    char *bump, *bump_end;  /* uncarved rest of a fresh superblock */
-    bool bump_dirty;        /* its memory is not known to be zero */
-    void *remote;           /* freed blocks of superblocks other threads took: */
-    uint32_t remote_count;  /* never reused here, returned in batches */
-    int64_t net_in;         /* (stats) blocks moved in by refills, minus moved out, minus remote frees */
-} cm_class_cold_t;
-
-/* Kept out of TLS: the initial-exec TLS block must stay small enough for
- * dlopen (glibc's static TLS surplus is about 1.6 KiB), so only the bins
- * live there. Records come from a lock-free pool (thread_records.c),
- * recycled at thread exit. */
-typedef struct cm_tcache_cold {
-    cm_class_cold_t c[CM_NUM_CLASSES + 1];
-    uint32_t ref;                /* this record's name in the pool (tcache.c) */
-    _Atomic uint32_t pool_next;  /* next free record's ref, while in the pool */
-} cm_tcache_cold_t;
-
-/* A zeroed record, or NULL (no memory, or the table of records is full). */
-CM_HIDDEN cm_tcache_cold_t *cm_cold_get(void);
-CM_HIDDEN void cm_cold_put(cm_tcache_cold_t *rec);
-
-typedef struct cm_tcache {
-    uint32_t tag;           /* 1..31, this thread's owner tag in page-map entries */
-    int state;              /* CM_TC_UNINIT (new), CM_TC_ACTIVE, or CM_TC_DEAD (after its exit hook) */
-    uint32_t refills;       /* heap refills so far (paces cm_pool_decay) */
-    cm_tcache_cold_t *cold; /* set while ACTIVE */
+#define CM_MAILBOX_SLOTS 8
+/* Records are type-stable (never unmapped, recycled), so a remote free may
+ * write a stale heap's mailbox: the owner validates every ref it reads. */
+struct cm_heap {
     cm_bin_t bins[CM_NUM_CLASSES + 1];
-} cm_tcache_t;
-enum { CM_TC_UNINIT = 0, CM_TC_ACTIVE = 1, CM_TC_DEAD = 2 };
+    uint32_t ref;              /* this record's name in the pool of records */
+    uint32_t thread;           /* the owning thread's ref (its default heap's), 0 for none */
+    uint32_t parked;           /* exhausted superblocks (CM_AT_PARKED) */
+    uint32_t large;            /* large blocks (CM_AT_LARGE) */
+    uint32_t large_count;      /* on that list, zombies included */
+    uint32_t next_of_thread;   /* the thread's next heap (a list from its default heap) */
+    uint32_t refills;          /* paces cm_pool_decay */
+    uint32_t trim_seen;        /* cm_trim_epoch when last collected */
+    _Atomic uint32_t pool_next;  /* next free record, while in the pool */
+    _Atomic uint32_t mailbox[CM_MAILBOX_SLOTS]; /* superblocks unparked by remote frees */
+    _Atomic uint32_t overflow;   /* the mailbox was full: scan the parked list */
+    _Atomic uint32_t zombies;    /* large blocks freed by other threads, still linked */
+};
 
-CM_HIDDEN extern __thread cm_tcache_t cm_tcache __attribute__((tls_model("initial-exec")));
+/* A zeroed record of ref != 0, or NULL (no memory, or all records in use). */
+CM_HIDDEN cm_heap_t *cm_heap_record_get(void);
+CM_HIDDEN void cm_heap_record_put(cm_heap_t *h);
+CM_HIDDEN cm_heap_t *cm_heap_record(uint32_t ref);  /* NULL if no such record */
 
-/* This thread's bin of class cls, for the fast paths. The empty asm keeps
- * the address in a register: gcc otherwise computes it again from the TLS
- * base after a branch (4 more instructions per malloc and per free). */
-CM_INLINE cm_bin_t *cm_my_bin(unsigned cls) {
-    cm_bin_t *bin = &cm_tcache.bins[cls];
-    __asm__("" : "+r"(bin));
-    return bin;
-}
+/* Per thread, in initial-exec TLS (kept small: glibc's static TLS surplus
+ * for dlopen is about 1.6 KiB). Before the thread starts and after its exit
+ * hook, heap is the never-usable cm_heap_unstarted, so the fast paths need
+ * no state test: every bin is empty and no superblock has owner CM_NO_THREAD. */
+typedef struct cm_thread {
+    cm_heap_t *heap;   /* the default heap */
+    uint32_t ref;      /* heap->ref, or CM_NO_THREAD */
+    int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
+} cm_thread_t;
+enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };
+#define CM_NO_THREAD UINT32_MAX
+CM_HIDDEN extern __thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec")));
+CM_HIDDEN extern cm_heap_t cm_heap_unstarted;
+CM_HIDDEN extern _Atomic uint32_t cm_trim_epoch;
 
-/* Pop and push of a bin. The compiler must assume a block's words may alias
- * the bin: pop clears the block before it updates the bin (counts then
- * change in place), push reads the bin before it writes the block. */
-CM_INLINE void *cm_bin_pop(cm_bin_t *bin) { /* bin->head != NULL */
+/* The calling thread's default heap, for the fast paths. */
+CM_INLINE cm_heap_t *cm_my_heap(void) { return cm_thread.heap; }
+
+/* Pop a block of a non-empty bin. The compiler must assume a block's words
+ * may alias the bin: pop clears the block before it updates the bin. */
+CM_INLINE void *cm_bin_pop(cm_bin_t *bin) {
     void *b = bin->head;
     void *next = cm_block_decode(b, "malloc"); /* checked before the forged link could be followed */
     cm_block_mark_used(b);
     bin->head = next;
-    bin->count--;
-    bin->allocs++;
     return b;
 }
-CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
-    void *head = bin->head;
-    uint32_t count = bin->count;
-    uintptr_t link = cm_link_encode(p, head);
-    bin->head = p;
-    bin->count = count + 1;
-    ((cm_free_block_t *)p)->link = link;
-}
 
-CM_HIDDEN CM_NOINLINE void *cm_tcache_refill_alloc(unsigned cls, bool zero);
-CM_HIDDEN CM_NOINLINE void cm_tcache_flush_free(void *p, unsigned cls);
-CM_HIDDEN CM_NOINLINE void cm_tcache_free_remote(void *p, unsigned cls);
-CM_HIDDEN void cm_tcache_flush_all(void);
-CM_HIDDEN void cm_tcache_global_init(void);
+/* The slow paths (heap_alloc.c). */
+CM_HIDDEN CM_NOINLINE void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero);
+CM_HIDDEN CM_NOINLINE void cm_free_small_slow(void *p, cm_desc_t *d);
+CM_HIDDEN void *cm_heap_large_alloc(cm_heap_t *h, size_t size, size_t align, bool zero);
+CM_HIDDEN void cm_free_large(cm_desc_t *d);
+CM_HIDDEN bool cm_heap_owned_by_me(const cm_heap_t *h);
+/* Give back whatever h holds unused: its fully free superblocks go to the pool. */
+CM_HIDDEN void cm_heap_collect_owned(cm_heap_t *h);
+/* Bring every free block of h onto its superblocks' local lists (none
+ * current, remote frees taken, zombies unlinked): for cm_heap_visit. */
+CM_HIDDEN void cm_heap_gather(cm_heap_t *h);
+/* Give up everything h holds (abandon: blocks stay valid), or move it to `to`. */
+CM_HIDDEN void cm_heap_abandon(cm_heap_t *h);
+CM_HIDDEN void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to);
+CM_HIDDEN void cm_heap_unlink(cm_heap_t *h, cm_desc_t *d, uint32_t *list);
+CM_HIDDEN void cm_heap_drain_mailbox(cm_heap_t *h);
+/* A remote free made parked superblock desc_ref usable again: tell its heap. */
+CM_HIDDEN void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref);
+/* Start the calling thread; false if it cannot have a heap (dead, or no record). */
+CM_HIDDEN bool cm_thread_start(void);
+CM_HIDDEN void cm_thread_global_init(void);
+/* One block of class cls for a thread without a heap, from the pool. */
+CM_HIDDEN void *cm_alloc_unowned(unsigned cls, bool zero);
 
 /* ---------------------------------------------------------------- stats */
 typedef struct cm_counters {
     _Atomic size_t mapped, committed, returned, large_live, large_cached;
     _Atomic size_t superblocks_live, os_calls, large_count;
-    _Atomic uint64_t allocs[CM_NUM_CLASSES + 1];
-    _Atomic uint64_t frees[CM_NUM_CLASSES + 1];
     _Atomic int64_t sb_live[CM_NUM_CLASSES + 1];
 } cm_counters_t;
 CM_HIDDEN extern cm_counters_t cm_counters;
 /* Relaxed: counters are statistics; no decision other than reporting reads them. */
 CM_INLINE void cm_count(_Atomic size_t *c, size_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 CM_INLINE void cm_uncount(_Atomic size_t *c, size_t n) { atomic_fetch_sub_explicit(c, n, memory_order_relaxed); }
-CM_HIDDEN void cm_stats_publish_thread(void);
 CM_HIDDEN void cm_stats_report(int fd);
 CM_HIDDEN void cm_stats_verbose_init(const char *secret_source, const char *clock_source);
 

@@ -185,7 +185,7 @@ static void *grow(cm_desc_t *d, size_t size, size_t align) {
     return NULL;
 }
 
-void *cm_large_alloc(size_t size, size_t align, bool zero) {
+cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero) {
     size_t need = round_to_unit(size);
     if (align < CM_UNIT_SIZE) align = CM_UNIT_SIZE;
     purge_old(false);
@@ -212,7 +212,9 @@ void *cm_large_alloc(size_t size, size_t align, bool zero) {
     }
     cm_count(&cm_counters.large_live, d->map_size);
     cm_count(&cm_counters.large_count, 1);
-    return d->base;
+    atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    return d;
 }
 
 void cm_large_free(cm_desc_t *d) {
@@ -220,6 +222,41 @@ void cm_large_free(cm_desc_t *d) {
     cm_uncount(&cm_counters.large_count, 1);
     if (!cache_put(d)) release(d);
     purge_old(false);
+}
+
+/* A thread that does not own d's heap cannot unlink d from the heap's list:
+ * it turns d into a zombie there (the heap releases the descriptor later)
+ * and frees the mapping under a descriptor of its own. The mapping is read
+ * before the CAS: once d is a zombie its heap may release it at any time. */
+void cm_large_free_remote(cm_desc_t *d) {
+    char *base = d->base;
+    size_t size = d->map_size;
+    uint32_t h = atomic_load_explicit(&d->heap, memory_order_relaxed);
+    /* relaxed: the CAS decides who releases the descriptor; the mapping
+     * itself was published to us with the pointer being freed */
+    while (h != 0) {
+        if (h == CM_HEAP_ZOMBIE) cm_fatal("free", "double free", base);
+        if (!atomic_compare_exchange_weak_explicit(&d->heap, &h, CM_HEAP_ZOMBIE, memory_order_relaxed,
+                                                   memory_order_relaxed))
+            continue;
+        cm_heap_t *owner = cm_heap_record(h);
+        cm_desc_t *mine = cm_desc_alloc();
+        if (mine) {
+            mine->base = base;
+            mine->map_size = size;
+            atomic_store_explicit(&mine->size_class, (uint8_t)CM_CLASS_LARGE, memory_order_relaxed);
+            mark(mine, CM_CLASS_LARGE);
+            cm_large_free(mine);
+        } else {
+            cm_uncount(&cm_counters.large_live, size);
+            cm_uncount(&cm_counters.large_count, 1);
+            set_entry(base, 0);
+            cm_os_unmap(base, size);
+        }
+        if (owner) atomic_fetch_add_explicit(&owner->zombies, 1, memory_order_relaxed);
+        return;
+    }
+    cm_large_free(d);
 }
 
 void *cm_large_realloc(cm_desc_t *d, size_t size) {

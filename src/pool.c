@@ -1,22 +1,20 @@
-/* pool.c: the lock-free global pool of superblocks.
+/* pool.c: the lock-free pool of superblocks no heap owns, and every change
+ * of a superblock's anchor: a heap acquiring one, parking it, taking its
+ * remote frees, releasing it; remote frees; retiring and decay.
  *
- * Per size class, lock-free stacks of PARTIAL superblocks. Thread caches
- * talk to the pool in batches only: a refill takes a superblock's whole free
- * list with one CAS, a flush returns a chain of blocks of one superblock with
- * one CAS. A superblock's span comes from the arena (arena.c) when it is
- * made and goes back there when it retires, for a superblock of any size to
- * reuse; its descriptor then goes back to the descriptor pool, at once or,
- * if it still sits on a partial stack, when a refill pops it.
- * See internal.h for the superblock states. */
+ * Per size class, lock-free stacks of PARTIAL superblocks. A superblock's
+ * span comes from the arena (arena.c) when it is made and goes back there
+ * when it retires, for a superblock of any size to reuse; its descriptor
+ * then goes back to the descriptor pool, at once or, if it still sits on a
+ * partial stack, when a taker pops it. See internal.h for the states. */
 #include <errno.h>
 
 #include "internal.h"
 
-/* Partial superblocks are sharded by the tag of the thread that took them
- * last: a thread refills from its own shard first and takes from the others
- * only when it is empty, so two threads working the same class do not keep
- * taking each other's superblocks (each take makes the other thread's later
- * frees of it remote). Nothing is private: any thread may take any shard. */
+/* Partial superblocks are sharded by the thread that gave them back: a heap
+ * takes from its thread's shard first and from the others only when it is
+ * empty, so two threads working the same class do not keep taking each
+ * other's superblocks. Nothing is private: any thread may take any shard. */
 #define PARTIAL_SHARDS 4
 #define DECAY_SCAN 4096 /* descriptors one decay pass looks at: bounded work inside a malloc */
 static cm_desc_stack_t partial[CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
@@ -29,7 +27,12 @@ static _Atomic uint32_t decay_cursor;                   /* where the next decay 
 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
 
-static void *block_at(const cm_desc_t *d, uint32_t idx) { return d->base + (size_t)idx * d->block_size; }
+static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
+static uint32_t max_of(const cm_desc_t *d) { return cm_class_info[class_of(d)].max_count; }
+static void *block_at(const cm_desc_t *d, uint32_t idx) {
+    return d->base + (size_t)idx * cm_class_info[class_of(d)].block_size;
+}
+static unsigned shard_of(uint32_t thread) { return thread % PARTIAL_SHARDS; }
 
 static uint32_t block_index(const cm_desc_t *d, const void *p) {
     uint64_t off = (uint64_t)((const char *)p - d->base);
@@ -39,26 +42,23 @@ static uint32_t block_index(const cm_desc_t *d, const void *p) {
 
 /* ------------------------------------------------------------ new superblocks */
 
-/* Make d (owned by the caller, on no list) a superblock of class cls with all
- * blocks out (state FULL): the caller carves them from the fresh span. */
-/* Relaxed stores: d is ours alone here; they are published to other threads
- * by the release that later puts d on a stack, or by the user's own
- * synchronisation when a block of it changes hands. */
-static void assign_class(cm_desc_t *d, unsigned cls, unsigned owner) {
-    const cm_class_info_t *ci = &cm_class_info[cls];
+/* Make d (the caller's alone, on no list) a superblock of class cls in
+ * anchor state `state` with no block carved. Relaxed stores: they are
+ * published by the release that later puts d on a stack or gives one of
+ * its blocks out through the user's own synchronisation. */
+static void assign_class(cm_desc_t *d, unsigned cls, unsigned state) {
     atomic_store_explicit(&d->size_class, (uint8_t)cls, memory_order_relaxed);
-    d->block_size = ci->block_size;
-    d->max_count = ci->max_count;
-    atomic_store_explicit(&d->anchor, cm_anchor_next(atomic_load_explicit(&d->anchor, memory_order_relaxed), CM_FULL, 0, 0),
+    atomic_store_explicit(&d->anchor, cm_anchor_next(atomic_load_explicit(&d->anchor, memory_order_relaxed), state, 0, 0),
                           memory_order_relaxed);
-    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make_owned(cm_desc_ref(d), owner, cls));
+    atomic_store_explicit(&d->carved, 0, memory_order_relaxed);
+    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), cls));
     cm_count(&cm_counters.superblocks_live, 1);
     atomic_fetch_add_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
 }
 
 /* A descriptor from the pool and a span from the arena; NULL when either
  * runs out (the OS refuses memory, or the descriptor cap is reached). */
-static cm_desc_t *new_superblock(unsigned cls, unsigned owner) {
+static cm_desc_t *new_superblock(unsigned cls, unsigned state) {
     cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
     unsigned shift = cm_class_info[cls].span_shift;
@@ -68,7 +68,7 @@ static cm_desc_t *new_superblock(unsigned cls, unsigned owner) {
         return NULL;
     }
     d->span_shift = (uint8_t)shift;
-    assign_class(d, cls, owner);
+    assign_class(d, cls, state);
     return d;
 }
 
@@ -117,35 +117,35 @@ static void unkeep(cm_desc_t *d, unsigned cls) {
     atomic_fetch_sub_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
 }
 
-/* ------------------------------------------------------------ refill */
+/* ------------------------------------------------------------ taking from the pool */
 
-/* Take the whole free list of a superblock popped from the partial stack.
- * Returns false if the superblock had been retired meanwhile. */
-static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t *out) {
-    /* acquire: pairs with the release CAS of every flush into d, so the
+/* Move d, popped from a partial stack, from PARTIAL to `to` (FULL: taking
+ * its free list; OWNED: taking the superblock, the list staying on its
+ * anchor). Returns the anchor it had, or 0 if d had been retired meanwhile. */
+static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
+    /* acquire: pairs with the release CAS of every free into d, so the
      * links they wrote into the blocks are visible before we follow them. */
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
     for (;;) {
         switch (cm_anchor_state(a)) {
-        case CM_PARTIAL:
-            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_FULL, 0, 0),
+        case CM_PARTIAL: {
+            uint32_t keep = to == CM_OWNED ? cm_anchor_count(a) : 0;
+            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a,
+                                                       cm_anchor_next(a, to, keep ? cm_anchor_avail(a) : 0, keep),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
-            if (cm_anchor_count(a) == d->max_count) unkeep(d, cls);
-            /* it cannot be retired meanwhile: the blocks we took are out */
-            cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make_owned(cm_desc_ref(d), owner, cls));
-            out->chain = block_at(d, cm_anchor_avail(a));
-            out->count = cm_anchor_count(a);
-            return true;
+            if (cm_anchor_count(a) == max_of(d)) unkeep(d, cls);
+            return a;
+        }
         case CM_RETIRING:
             /* its retirer is still returning the memory: leave it to them */
             if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_DETACHED, 0, 0),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
-            return false;
+            return 0;
         case CM_EMPTY: /* retired while on the stack: its span is gone, the descriptor is ours to release */
             cm_desc_release(d);
-            return false;
+            return 0;
         default:
             cm_fatal("malloc", "superblock pool corrupted at", d->base);
         }
@@ -159,7 +159,7 @@ static bool take_partial(cm_desc_t *d, unsigned cls, unsigned owner, cm_refill_t
  * between classes kept both the empty superblocks of the old classes and new
  * ones for the new (RSS +80% on a mixed-size run), or, retiring them at once,
  * faulted pages in again. Classes with none kept are not touched. */
-static cm_desc_t *take_over_empty(unsigned cls, unsigned owner) {
+static cm_desc_t *take_over_empty(unsigned cls, unsigned state) {
     unsigned shift = cm_class_info[cls].span_shift;
     for (unsigned other = 1; other <= CM_NUM_CLASSES; other++) {
         if (other == cls || cm_class_info[other].span_shift != shift ||
@@ -171,20 +171,20 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned owner) {
             CM_TEST_POINT("take over: popped another class's superblock");
             cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
             for (;;) {
-                unsigned state = cm_anchor_state(a);
-                if (state == CM_PARTIAL && cm_anchor_count(a) == d->max_count) {
+                unsigned st = cm_anchor_state(a);
+                if (st == CM_PARTIAL && cm_anchor_count(a) == cm_class_info[other].max_count) {
                     if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_FULL, 0, 0),
                                                                memory_order_acquire, memory_order_acquire))
                         continue;
                     unkeep(d, other);
                     cm_uncount(&cm_counters.superblocks_live, 1);
                     atomic_fetch_sub_explicit(&cm_counters.sb_live[other], 1, memory_order_relaxed);
-                    assign_class(d, cls, owner);
+                    assign_class(d, cls, state);
                     return d;
                 }
-                if (state == CM_EMPTY) {
+                if (st == CM_EMPTY) {
                     cm_desc_release(d);
-                } else if (state == CM_RETIRING) {
+                } else if (st == CM_RETIRING) {
                     if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_DETACHED, 0, 0),
                                                                memory_order_acquire, memory_order_acquire))
                         continue;
@@ -198,42 +198,89 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned owner) {
     return NULL;
 }
 
-bool cm_pool_refill(unsigned cls, unsigned owner, cm_refill_t *out) {
-    out->chain = NULL, out->count = 0, out->fresh = NULL, out->fresh_dirty = false;
-    cm_desc_t *d;
+/* A partial superblock of class cls moved to `to`, looking at the shard of
+ * `thread` first; NULL if there is none. */
+static cm_desc_t *pop_partial(unsigned cls, uint32_t thread, unsigned to, cm_anchor_t *had) {
     for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
-        cm_desc_stack_t *shard = &partial[cls][(owner + i) % PARTIAL_SHARDS];
+        cm_desc_stack_t *shard = &partial[cls][(thread + i) % PARTIAL_SHARDS];
+        cm_desc_t *d;
         while ((d = cm_desc_stack_pop(shard)) != NULL)
-            if (take_partial(d, cls, owner, out)) return true;
+            if ((*had = take_partial(d, cls, to)) != 0) return d;
     }
-    d = take_over_empty(cls, owner);
+    return NULL;
+}
+
+bool cm_pool_take(unsigned cls, cm_refill_t *out) {
+    out->chain = NULL, out->count = 0, out->fresh = NULL, out->fresh_dirty = false;
+    cm_anchor_t a;
+    cm_desc_t *d = pop_partial(cls, 0, CM_FULL, &a);
+    if (d) {
+        out->chain = block_at(d, cm_anchor_avail(a));
+        out->count = cm_anchor_count(a);
+        return true;
+    }
+    d = take_over_empty(cls, CM_FULL);
     out->fresh_dirty = d != NULL;
-    if (!d) d = new_superblock(cls, owner);
+    if (!d) d = new_superblock(cls, CM_FULL);
     if (!d) return false;
+    /* no heap owns it: every block counts as carved (the caller carves them all) */
+    atomic_store_explicit(&d->carved, cm_class_info[cls].max_count, memory_order_relaxed);
     out->fresh = d->base;
     return true;
 }
 
-/* ------------------------------------------------------------ flush */
+cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner) {
+    cm_anchor_t a;
+    cm_desc_t *d = pop_partial(cls, owner, CM_OWNED, &a);
+    if (d) {
+        d->used = cm_class_info[cls].max_count; /* its free blocks wait on the anchor list */
+        d->dirty = 1;
+    } else {
+        d = take_over_empty(cls, CM_OWNED);
+        bool dirty = d != NULL;
+        if (!d && !(d = new_superblock(cls, CM_OWNED))) return NULL;
+        d->dirty = dirty;
+        d->used = 0;
+    }
+    d->local_free = NULL;
+    /* relaxed: remote frees read these only to tell a local free (a thread
+     * finds its own ref only where it stored it) and to find the heap to
+     * notify, which it validates */
+    atomic_store_explicit(&d->heap, heap, memory_order_relaxed);
+    atomic_store_explicit(&d->owner, owner, memory_order_relaxed);
+    return d;
+}
 
-void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
-    unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
-    uint32_t head_idx = block_index(d, head);
+/* ------------------------------------------------------------ giving back */
+
+/* The anchor CAS of every give-back: n blocks head..tail (linked) join d's
+ * list. From OWNED states the owner releases d (`release`), or a remote
+ * free keeps it owned; from FULL/PARTIAL, blocks come back to a superblock
+ * no heap owns. A superblock no heap owns whose every block is free is
+ * kept committed (budget) or retired. Returns the anchor it replaced. */
+static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
+    unsigned cls = class_of(d);
+    uint32_t max = cm_class_info[cls].max_count;
+    uint32_t head_idx = n ? block_index(d, head) : 0;
     /* relaxed: only a guess for the CAS below, which is acq_rel */
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed), new;
     bool kept = false;
     for (;;) {
         unsigned state = cm_anchor_state(old);
         uint32_t count = cm_anchor_count(old) + n;
-        if (cm_unlikely((state != CM_FULL && state != CM_PARTIAL) || count > d->max_count))
-            cm_fatal("free", "double free", head);
-        cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
-        if (count == d->max_count && !kept && (kept = keep_empty(span_size(d))))
-            atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
-        if (count == d->max_count && !kept) {
-            new = cm_anchor_next(old, CM_RETIRING, 0, 0);
+        bool owned = state == CM_OWNED || state == CM_OWNED_FULL;
+        if (cm_unlikely(release ? !owned : (!owned && state != CM_FULL && state != CM_PARTIAL)) || count > max)
+            cm_fatal("free", "double free", n ? head : d->base);
+        if (n) cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
+        uint32_t avail = n ? head_idx : cm_anchor_avail(old);
+        if (owned && !release) {
+            new = cm_anchor_next(old, CM_OWNED, avail, count);
+        } else if (count == max) {
+            if (!kept && (kept = keep_empty(span_size(d))))
+                atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
+            new = kept ? cm_anchor_next(old, CM_PARTIAL, avail, count) : cm_anchor_next(old, CM_RETIRING, 0, 0);
         } else {
-            new = cm_anchor_next(old, CM_PARTIAL, head_idx, count);
+            new = cm_anchor_next(old, count ? CM_PARTIAL : CM_FULL, avail, count);
         }
         /* release: publishes the links just written (and the freed blocks'
          * last contents) to the thread that takes this list; acquire: when
@@ -242,18 +289,90 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         if (atomic_compare_exchange_weak_explicit(&d->anchor, &old, new, memory_order_acq_rel,
                                                   memory_order_relaxed))
             break;
-        if (kept && cm_anchor_count(old) + n != d->max_count) {
+        if (kept && cm_anchor_count(old) + n != max) {
             atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
             kept = false;
         }
     }
     if (kept) atomic_fetch_add_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
-    if (cm_anchor_state(new) == CM_RETIRING)
-        retire(d, cm_anchor_state(old) == CM_PARTIAL);
-    else if (cm_anchor_state(old) == CM_FULL)
-        /* only the FULL -> PARTIAL transition pushes, onto the shard of the
-         * thread that took the superblock last (its owner tag) */
-        cm_desc_stack_push(&partial[cls][cm_entry_owner(cm_pagemap_get((uintptr_t)d->base)) % PARTIAL_SHARDS], d);
+    *now = new;
+    return old;
+}
+
+void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
+    cm_anchor_t new, old = give_back(d, head, tail, n, false, &new);
+    unsigned was = cm_anchor_state(old);
+    if (was == CM_OWNED_FULL) {
+        /* relaxed: a stale or zero heap ref only costs a wasted or missed
+         * hint; the owner validates what it reads, and finds d anyway when
+         * it next collects */
+        cm_heap_notify(atomic_load_explicit(&d->heap, memory_order_relaxed), cm_desc_ref(d));
+    } else if (cm_anchor_state(new) == CM_RETIRING) {
+        retire(d, was == CM_PARTIAL);
+    } else if (was == CM_FULL) {
+        /* only the FULL -> PARTIAL transition pushes, onto the shard of the freeing thread */
+        cm_desc_stack_push(&partial[class_of(d)][shard_of(cm_thread.ref)], d);
+    }
+}
+
+void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n) {
+    uint32_t owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
+    d->at = CM_AT_NONE;
+    cm_anchor_t new;
+    give_back(d, head, tail, n, true, &new);
+    if (cm_anchor_state(new) == CM_RETIRING) retire(d, false);
+    else if (cm_anchor_state(new) == CM_PARTIAL) cm_desc_stack_push(&partial[class_of(d)][shard_of(owner)], d);
+}
+
+void cm_pool_discard(cm_desc_t *d) {
+    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
+    d->at = CM_AT_NONE;
+    cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    /* acquire: remote frees into d happen before its pages are returned */
+    while (!atomic_compare_exchange_weak_explicit(&d->anchor, &old, cm_anchor_next(old, CM_RETIRING, 0, 0),
+                                                  memory_order_acquire, memory_order_relaxed)) {
+    }
+    retire(d, false);
+}
+
+/* ------------------------------------------------------------ the owner's anchor changes */
+
+void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n) {
+    /* acquire: pairs with the release of each remote free's CAS, so their
+     * links and the blocks' last contents are visible */
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    while (cm_anchor_count(a) != 0) {
+        if (atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_OWNED, 0, 0),
+                                                  memory_order_acquire, memory_order_acquire)) {
+            *n = cm_anchor_count(a);
+            return block_at(d, cm_anchor_avail(a));
+        }
+    }
+    *n = 0;
+    return NULL;
+}
+
+bool cm_pool_park(cm_desc_t *d) {
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    /* relaxed: parking publishes nothing; a remote free that sees
+     * OWNED_FULL only learns to notify the heap */
+    while (cm_anchor_count(a) == 0)
+        if (atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_OWNED_FULL, 0, 0),
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+void cm_pool_unpark(cm_desc_t *d) {
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    while (cm_anchor_state(a) == CM_OWNED_FULL &&
+           !atomic_compare_exchange_weak_explicit(&d->anchor, &a,
+                                                  cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
 }
 
 /* ------------------------------------------------------------ trim, lookup */

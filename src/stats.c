@@ -6,8 +6,9 @@
  * Reports are formatted by hand into a stack buffer and written with a raw
  * system call: no stdio (which allocates), so they are safe at exit and from
  * inside the allocator (malloc_info, handed a FILE by its caller, writes the
- * same text with fwrite). Per-class counts of other threads still running
- * are included up to their last cache refill or flush. */
+ * same text with fwrite). Blocks in use are counted from the superblocks'
+ * descriptors when asked (nothing is counted per malloc): a block waiting on
+ * a heap's bin or local free list counts as in use. */
 #include <errno.h>
 #include <limits.h>
 
@@ -55,21 +56,38 @@ static void put_kib(out_t *o, const char *label, size_t bytes) {
     put(o, " KiB\n");
 }
 
-static uint64_t load(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 static size_t load_size(_Atomic size_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
+/* Blocks in use per class: carved blocks minus those on anchor lists, over
+ * every superblock (relaxed reads of type-stable descriptors: a snapshot). */
+static void blocks_in_use(uint64_t live[CM_NUM_CLASSES + 1]) {
+    for (unsigned c = 0; c <= CM_NUM_CLASSES; c++) live[c] = 0;
+    if (!cm_desc_region) return;
+    uint32_t n = cm_desc_count(), cap = cm_desc_capacity();
+    for (uint32_t ref = 1; ref < n && ref < cap; ref++) {
+        cm_desc_t *d = cm_desc_from_ref(ref);
+        unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
+        cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+        unsigned st = cm_anchor_state(a);
+        if (cls == 0 || cls > CM_NUM_CLASSES ||
+            (st != CM_FULL && st != CM_PARTIAL && st != CM_OWNED && st != CM_OWNED_FULL))
+            continue;
+        uint32_t carved = atomic_load_explicit(&d->carved, memory_order_relaxed), free = cm_anchor_count(a);
+        if (carved > free) live[cls] += carved - free;
+    }
+}
+
 void cm_stats_report(int fd) {
-    cm_stats_publish_thread();
+    uint64_t live[CM_NUM_CLASSES + 1];
+    blocks_in_use(live);
     out_t o = {.fd = fd};
-    put(&o, "cagemalloc statistics\n  class     block     allocated         freed   superblocks\n");
+    put(&o, "cagemalloc statistics\n  class     block        in use   superblocks\n");
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
-        uint64_t a = load(&cm_counters.allocs[c]), f = load(&cm_counters.frees[c]);
         int64_t sb = atomic_load_explicit(&cm_counters.sb_live[c], memory_order_relaxed);
-        if (a == 0 && f == 0 && sb == 0) continue;
+        if (live[c] == 0 && sb <= 0) continue;
         put_num(&o, c, 7);
         put_num(&o, cm_class_info[c].block_size, 10);
-        put_num(&o, a, 14);
-        put_num(&o, f, 14);
+        put_num(&o, live[c], 14);
         put_num(&o, sb > 0 ? (uint64_t)sb : 0, 14);
         put(&o, "\n");
     }
@@ -109,15 +127,13 @@ __attribute__((destructor)) static void report_at_exit(void) {
 
 /* glibc's mallinfo2 fields, from our counters: arena = small-block address
  * space, hblks/hblkhd = large blocks, uordblks = bytes in blocks in use
- * (class counts of other running threads lag, see above). */
+ * (counted from the descriptors, see above). */
 struct mallinfo2 cm_stats_mallinfo2(void) {
-    cm_stats_publish_thread();
     struct mallinfo2 m = {0};
+    uint64_t live[CM_NUM_CLASSES + 1];
+    blocks_in_use(live);
     size_t small_used = 0;
-    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
-        uint64_t a = load(&cm_counters.allocs[c]), f = load(&cm_counters.frees[c]);
-        if (a > f) small_used += (size_t)(a - f) * cm_class_info[c].block_size;
-    }
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) small_used += (size_t)live[c] * cm_class_info[c].block_size;
     size_t large = load_size(&cm_counters.large_live), cached = load_size(&cm_counters.large_cached);
     size_t mapped = load_size(&cm_counters.mapped), committed = load_size(&cm_counters.committed);
     m.arena = mapped > large + cached ? mapped - large - cached : 0;
@@ -184,13 +200,13 @@ int cm_stats_malloc_info(int options, FILE *fp) {
         errno = EINVAL;
         return -1;
     }
-    cm_stats_publish_thread();
+    uint64_t in_use[CM_NUM_CLASSES + 1];
+    blocks_in_use(in_use);
     out_t o = {.fp = fp};
     put(&o, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
     uint64_t prev = 0, small_count = 0, small_bytes = 0;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
-        uint64_t a = load(&cm_counters.allocs[c]), f = load(&cm_counters.frees[c]);
-        uint64_t size = cm_class_info[c].block_size, live = a > f ? a - f : 0;
+        uint64_t size = cm_class_info[c].block_size, live = in_use[c];
         if (live) {
             put(&o, "<size");
             put_attr(&o, "from", prev + 1);

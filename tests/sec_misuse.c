@@ -80,14 +80,16 @@ static void double_free_large(void) {
     do_free(p);
     do_free(p);
 }
-/* A use-after-free write over a freed block's first word: the next malloc
- * of its class must abort, not hand out the forged or a wild address. */
+/* A use-after-free write over a freed block's first word: a later malloc of
+ * its class must abort, not hand out the forged or a wild address. The block
+ * waits on its superblock's local free list, which malloc takes when the
+ * blocks before it are used up: within a superblock's worth of mallocs. */
 static void write_after_free(void (*write)(char *freed)) {
     char *p = do_malloc(64);
     do_free(p);
     write(p);
     expect("malloc", "corrupted free list", p);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4096; i++)
         if ((char *)do_malloc(64) == forged_target) {
             fprintf(stderr, "FORGED: malloc returned the forged address\n");
             _exit(0);
@@ -108,8 +110,8 @@ static void decrement_first_word(char *freed) {
     memcpy(freed, &w, sizeof w);
 }
 static void forged_link(void) { write_after_free(write_pointer); }
-/* The same forgery deeper in the thread's cache, met by the walk of a flush
- * (malloc_trim returns every cached block) rather than by malloc. */
+/* The same forgery deeper in a local free list, met by the walk of
+ * malloc_trim (which counts the heap's free blocks) rather than by malloc. */
 static void forged_link_flush(void) {
     char *a = do_malloc(64), *p = do_malloc(64), *q = do_malloc(64);
     expect("free", "corrupted free list", p);

@@ -1,8 +1,10 @@
 /* unit_pool: descriptors and superblock state transitions. The anchor word
  * packs and unpacks; the lock-free descriptor stack is LIFO and loses or
- * duplicates nothing under concurrent pops and pushes; a superblock goes
- * FULL -> PARTIAL -> (fully free, kept) -> EMPTY (memory returned) -> reused,
- * and a retired span is reused by another class. */
+ * duplicates nothing under concurrent pops and pushes; a superblock owned
+ * by a heap takes local frees on its local list and remote frees on its
+ * anchor, goes back to the pool when its last block is freed (fully free,
+ * kept) -> EMPTY (memory returned) -> reused, and a retired span is reused
+ * by another class. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -75,22 +77,35 @@ static cm_desc_t *fill_superblock(unsigned cls, void **blocks) {
     return d;
 }
 
+static void *remote_free(void *p) {
+    cm_free(p);
+    return NULL;
+}
+
 static void check_lifecycle(void) {
     unsigned cls = CM_NUM_CLASSES;
     uint32_t max = cm_class_info[cls].max_count;
-    void *blocks[64];
+    void *blocks[64] = {0};
     cm_desc_t *d = fill_superblock(cls, blocks);
-    CHECK(state_of(d) == CM_FULL && count_of(d) == 0, "fresh superblock handed out whole is FULL");
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && atomic_load(&d->heap) == cm_thread.ref,
+          "a superblock being carved is OWNED by the default heap");
 
     uint32_t some = max / 2;
     for (uint32_t i = 0; i < some; i++) cm_free(blocks[i]);
-    cm_tcache_flush_all();
-    CHECK(state_of(d) == CM_PARTIAL && count_of(d) == some, "after a flush of %u: state %u count %u", some,
-          state_of(d), count_of(d));
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && d->local_free != NULL,
+          "local frees go to the local list, not the anchor: state %u count %u", state_of(d), count_of(d));
+    pthread_t t;
+    pthread_create(&t, NULL, remote_free, blocks[some]);
+    pthread_join(t, NULL);
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 1, "a remote free goes to the anchor: count %u", count_of(d));
 
-    for (uint32_t i = some; i < max; i++) cm_free(blocks[i]);
-    cm_tcache_flush_all();
-    CHECK(state_of(d) == CM_PARTIAL && count_of(d) == max, "fully free superblock kept within budget");
+    cm_heap_collect(cm_heap_get_default(), 0); /* d stops being current; the remote free is taken */
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && d->used == max - some - 1 && d->at == CM_AT_AVAIL,
+          "after collect: count %u used %u at %u", count_of(d), d->used, d->at);
+    for (uint32_t i = some + 1; i < max; i++) cm_free(blocks[i]);
+    CHECK(state_of(d) == CM_PARTIAL && count_of(d) == max && atomic_load(&d->heap) == 0,
+          "the last local free gives the superblock back, kept fully free: state %u count %u", state_of(d),
+          count_of(d));
 
     cm_stats_t before, after;
     cm_stats_get(&before);
@@ -102,7 +117,7 @@ static void check_lifecycle(void) {
     CHECK(cm_entry_class(cm_pagemap_get((uintptr_t)d->base)) == 0, "retired span still answers as a class");
 
     void *again = cm_malloc(cm_class_info[cls].block_size);
-    CHECK(cm_pool_desc_of(again) == d && state_of(d) == CM_FULL, "retired superblock not reused");
+    CHECK(cm_pool_desc_of(again) == d && state_of(d) == CM_OWNED, "retired superblock not reused");
     cm_free(again);
 }
 
@@ -110,19 +125,20 @@ static void check_span_reuse_across_classes(void) {
     unsigned a = CM_NUM_CLASSES - 1, b = CM_NUM_CLASSES - 2;
     CHECK(cm_class_info[a].span_shift == cm_class_info[b].span_shift, "test needs two classes of one span size");
     cm_options.empty_keep = 0; /* retire superblocks as soon as they are fully free */
-    void *blocks[64];
-    cm_desc_t *d = fill_superblock(a, blocks);
+    cm_refill_t r;
+    CHECK(cm_pool_take(a, &r) && r.fresh, "a fresh superblock no heap owns");
+    cm_desc_t *d = cm_pool_desc_of(r.fresh);
     /* all blocks come back in one batch while FULL (on no list): FULL -> RETIRING,
      * then the span goes back to the arena and the descriptor to the pool */
-    uint32_t max = cm_class_info[a].max_count;
+    uint32_t max = cm_class_info[a].max_count, size = cm_class_info[a].block_size;
     char *span = d->base;
-    for (uint32_t i = 0; i + 1 < max; i++) cm_block_set_next(blocks[i], blocks[i + 1]);
-    cm_pool_return_chain(d, blocks[0], blocks[max - 1], max);
+    for (uint32_t i = 0; i + 1 < max; i++) cm_block_set_next(span + (size_t)i * size, span + (size_t)(i + 1) * size);
+    cm_pool_return_chain(d, span, span + (size_t)(max - 1) * size, max);
     CHECK(state_of(d) == CM_RETIRING && cm_entry_class(cm_pagemap_get((uintptr_t)span)) == 0,
           "fully free superblock over budget not retired: state %u", state_of(d));
     void *other = cm_malloc(cm_class_info[b].block_size);
     CHECK(cm_pool_desc_of(other) == d && d->base == span, "retired span not reused by a class of the same span size");
-    CHECK(atomic_load(&d->size_class) == b && d->block_size == cm_class_info[b].block_size, "reassigned class");
+    CHECK(atomic_load(&d->size_class) == b, "reassigned class");
     cm_free(other);
 }
 

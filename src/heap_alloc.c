@@ -1,0 +1,464 @@
+/* heap_alloc.c: a heap's slow paths. Refilling an empty bin (from its
+ * current superblock's local and remote frees or uncarved rest, then from
+ * the heap's other superblocks, then from the pool); the frees the fast path
+ * leaves (a superblock's first local free, its last block, other threads'
+ * frees); the mailbox through which remote frees hand parked superblocks
+ * back to their heap; large blocks owned by heaps; and what a heap does to
+ * all it holds when it is collected, moved or abandoned.
+ *
+ * A heap's lists and its superblocks' local lists and counts are touched by
+ * its owner thread only: plain loads and stores. What other threads may
+ * change (a superblock's anchor, a large block's heap word, a heap's mailbox)
+ * is atomic, and each CAS says why its order is enough. */
+#include <errno.h>
+#include <string.h>
+
+#include "alloc_inline.h"
+
+/* A current superblock's `used` is not kept exact (blocks move between its
+ * lists and the bin without counting): it is set this high so the free fast
+ * path (which wants used > 1) never stops for it. It is made exact again
+ * when the superblock stops being current. */
+#define CURRENT_USED (1u << 30)
+
+static cm_desc_t *desc(uint32_t ref) { return cm_desc_from_ref(ref); }
+static uint32_t ref_of(const cm_desc_t *d) { return cm_desc_ref(d); }
+static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
+static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->carved, memory_order_relaxed); }
+static void *block_at(const cm_desc_t *d, uint32_t i) { return d->base + (size_t)i * cm_class_info[class_of(d)].block_size; }
+
+/* ------------------------------------------------------------ the heap's lists */
+
+static void list_push(uint32_t *list, cm_desc_t *d, unsigned at) {
+    d->at = (uint8_t)at;
+    d->prev = 0;
+    d->link = *list;
+    if (*list) desc(*list)->prev = ref_of(d);
+    *list = ref_of(d);
+}
+
+static void list_unlink(uint32_t *list, cm_desc_t *d) {
+    if (d->prev) desc(d->prev)->link = d->link;
+    else *list = d->link;
+    if (d->link) desc(d->link)->prev = d->prev;
+    d->at = CM_AT_NONE;
+}
+
+bool cm_heap_owned_by_me(const cm_heap_t *h) { return h->thread == cm_thread.ref; }
+
+/* ------------------------------------------------------------ a superblock's lists */
+
+static uint32_t list_length(void *head, void **tail) {
+    uint32_t n = 0;
+    for (void *b = head; b; b = cm_block_peek_next(b)) *tail = b, n++;
+    return n;
+}
+
+/* Blocks freed by other threads join d's local list (they were counted in
+ * used until now). A parked superblock that had any goes back to avail. */
+static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
+    uint32_t n;
+    void *chain = cm_pool_take_remote(d, &n);
+    if (chain) {
+        void *tail = NULL;
+        list_length(chain, &tail);
+        cm_block_set_next(tail, d->local_free);
+        d->local_free = chain;
+        d->used -= n;
+    }
+    if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED)) {
+        cm_pool_unpark(d);
+        list_unlink(&h->parked, d);
+        list_push(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+    }
+}
+
+/* Bin cls stops allocating from its current superblock: the bin's blocks
+ * go back to the superblock's local list, its used count is made exact, and
+ * it joins the avail list. */
+static void settle_current(cm_heap_t *h, unsigned cls) {
+    cm_bin_t *bin = &h->bins[cls];
+    if (!bin->cur) return;
+    cm_desc_t *d = desc(bin->cur);
+    void *tail = NULL;
+    uint32_t in_bin = list_length(bin->head, &tail);
+    if (tail) {
+        cm_block_set_next(tail, d->local_free);
+        d->local_free = bin->head;
+    }
+    void *ignored;
+    d->used = carved_of(d) - list_length(d->local_free, &ignored);
+    (void)in_bin;
+    bin->head = NULL;
+    bin->cur = 0;
+    list_push(&bin->avail, d, CM_AT_AVAIL);
+}
+
+/* Hand d (on no list of h) back to the pool: its local list and its
+ * uncarved blocks join its anchor list. */
+static void give_up(cm_desc_t *d) {
+    void *head = d->local_free, *tail = NULL;
+    uint32_t n = list_length(head, &tail);
+    uint32_t max = cm_class_info[class_of(d)].max_count;
+    for (uint32_t i = max; i-- > carved_of(d);) {
+        void *b = block_at(d, i);
+        cm_block_set_next(b, head);
+        if (!tail) tail = b;
+        head = b;
+        n++;
+    }
+    atomic_store_explicit(&d->carved, max, memory_order_relaxed);
+    d->local_free = NULL;
+    cm_pool_release(d, head, tail, n);
+}
+
+/* ------------------------------------------------------------ mailbox */
+
+void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref) {
+    cm_heap_t *h = cm_heap_record(heap_ref);
+    if (!h) return;
+    for (unsigned i = 0; i < CM_MAILBOX_SLOTS; i++) {
+        uint32_t none = 0;
+        /* relaxed: the ref is a hint, validated by the owner against d's
+         * anchor, which it reads with acquire when it takes the blocks */
+        if (atomic_compare_exchange_strong_explicit(&h->mailbox[i], &none, desc_ref, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            return;
+    }
+    atomic_store_explicit(&h->overflow, 1, memory_order_relaxed);
+}
+
+/* d, named by a mailbox (maybe stale: sent to an earlier heap of this
+ * record, or about a superblock h has since given up), goes back to avail
+ * if h still owns it parked. d->heap equal to our ref can only be our own
+ * store: we own d, so its private fields are ours to read. */
+static void unpark_if_mine(cm_heap_t *h, cm_desc_t *d) {
+    if (atomic_load_explicit(&d->heap, memory_order_relaxed) == h->ref && d->at == CM_AT_PARKED)
+        take_remote_into_local(h, d);
+}
+
+void cm_heap_drain_mailbox(cm_heap_t *h) {
+    for (unsigned i = 0; i < CM_MAILBOX_SLOTS; i++) {
+        if (!atomic_load_explicit(&h->mailbox[i], memory_order_relaxed)) continue;
+        uint32_t r = atomic_exchange_explicit(&h->mailbox[i], 0, memory_order_relaxed);
+        if (r) unpark_if_mine(h, desc(r));
+    }
+    if (atomic_load_explicit(&h->overflow, memory_order_relaxed) &&
+        atomic_exchange_explicit(&h->overflow, 0, memory_order_relaxed)) {
+        for (uint32_t r = h->parked, next; r; r = next) {
+            next = desc(r)->link;
+            unpark_if_mine(h, desc(r));
+        }
+    }
+}
+
+/* ------------------------------------------------------------ refill */
+
+/* Carve the next batch of d's untouched blocks onto the empty bin. Carving
+ * lazily keeps untouched pages out of the resident set. */
+static void carve(cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
+    const cm_class_info_t *ci = &cm_class_info[cls];
+    uint32_t carved = carved_of(d), n = ci->max_count - carved;
+    if (n > ci->carve_batch) n = ci->carve_batch;
+    char *first = d->base + (size_t)carved * ci->block_size;
+    void *head = NULL;
+    for (uint32_t i = n; i-- > 0;) {
+        char *b = first + (size_t)i * ci->block_size;
+        cm_block_set_next(b, head);
+        head = b;
+    }
+    bin->head = head;
+    atomic_store_explicit(&d->carved, carved + n, memory_order_relaxed);
+}
+
+/* Fill the empty bin from its current superblock d; false if d has no free
+ * block left, in which case it is parked (or, if remote frees raced in,
+ * the caller simply tries again). */
+static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
+    if (d->local_free) {
+        bin->head = d->local_free;
+        d->local_free = NULL;
+        return true;
+    }
+    uint32_t n;
+    if ((bin->head = cm_pool_take_remote(d, &n)) != NULL) return true;
+    if (carved_of(d) < cm_class_info[cls].max_count) {
+        carve(bin, d, cls);
+        return true;
+    }
+    if (cm_pool_park(d)) {
+        d->used = cm_class_info[cls].max_count; /* every block is out */
+        bin->cur = 0;
+        list_push(&h->parked, d, CM_AT_PARKED);
+    }
+    return false;
+}
+
+static void make_current(cm_bin_t *bin, cm_desc_t *d) {
+    d->at = CM_AT_CURRENT;
+    d->used = CURRENT_USED;
+    bin->cur = ref_of(d);
+}
+
+/* A mailbox holds anything? (Relaxed: a hint; draining validates.) */
+static bool mailbox_pending(cm_heap_t *h) {
+    for (unsigned i = 0; i < CM_MAILBOX_SLOTS; i++)
+        if (atomic_load_explicit(&h->mailbox[i], memory_order_relaxed)) return true;
+    return atomic_load_explicit(&h->overflow, memory_order_relaxed) != 0;
+}
+
+void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
+    if (cm_unlikely(h == &cm_heap_unstarted)) {
+        if (!cm_thread_start()) return cm_alloc_unowned(cls, zero);
+        h = cm_thread.heap;
+    }
+    uint32_t epoch = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
+    if (cm_unlikely(h->trim_seen != epoch)) { /* malloc_trim ran in another thread */
+        h->trim_seen = epoch;
+        cm_heap_collect_owned(h);
+    }
+    cm_bin_t *bin = &h->bins[cls];
+    const cm_class_info_t *ci = &cm_class_info[cls];
+    for (;;) {
+        if (bin->cur) {
+            cm_desc_t *d = desc(bin->cur);
+            /* calloc from memory the OS gave us zeroed: no clearing */
+            if (zero && !d->dirty && !d->local_free && carved_of(d) < ci->max_count &&
+                cm_anchor_count(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == 0) {
+                uint32_t carved = carved_of(d);
+                atomic_store_explicit(&d->carved, carved + 1, memory_order_relaxed);
+                return d->base + (size_t)carved * ci->block_size;
+            }
+            if (fill_from_current(h, bin, d, cls)) break;
+            continue;
+        }
+        if (!bin->avail && mailbox_pending(h)) cm_heap_drain_mailbox(h);
+        if (bin->avail) {
+            cm_desc_t *d = desc(bin->avail);
+            list_unlink(&bin->avail, d);
+            make_current(bin, d);
+            continue;
+        }
+        if ((++h->refills & 63) == 0) cm_pool_decay();
+        cm_desc_t *d = cm_pool_acquire(cls, h->ref, h->thread);
+        if (!d) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        make_current(bin, d);
+    }
+    void *b = cm_bin_pop(bin);
+    if (zero) memset(b, 0, ci->block_size);
+    return b;
+}
+
+/* One block of class cls for a thread without a heap (past its exit hook,
+ * or no record for it): take from the pool, keep one block, give the rest
+ * straight back. */
+void *cm_alloc_unowned(unsigned cls, bool zero) {
+    cm_refill_t r;
+    if (!cm_pool_take(cls, &r)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    uint32_t size = cm_class_info[cls].block_size, max = cm_class_info[cls].max_count;
+    char *b = r.chain ? r.chain : r.fresh;
+    void *head = NULL, *tail = NULL;
+    uint32_t n = 0;
+    if (r.chain) {
+        head = cm_block_peek_next(b);
+        n = r.count - 1;
+        if (n) list_length(head, &tail);
+    } else {
+        for (uint32_t i = max; i-- > 1;) {
+            char *x = b + (size_t)i * size;
+            cm_block_set_next(x, head);
+            if (!tail) tail = x;
+            head = x;
+            n++;
+        }
+    }
+    if (n) cm_pool_return_chain(cm_pool_desc_of(b), head, tail, n);
+    cm_block_mark_used(b);
+    if (zero && (r.chain || r.fresh_dirty)) memset(b, 0, size);
+    return b;
+}
+
+/* ------------------------------------------------------------ free */
+
+/* The free fast path stops here for a block of d that another thread owns
+ * (or none), that looks free already, that is the first on d's empty local
+ * list, or that may be d's last block out. */
+void cm_free_small_slow(void *p, cm_desc_t *d) {
+    if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, class_of(d));
+    /* relaxed: only our own thread stores our ref into d->owner */
+    if (atomic_load_explicit(&d->owner, memory_order_relaxed) != cm_thread.ref) {
+        cm_pool_return_chain(d, p, p, 1);
+        return;
+    }
+    cm_block_set_next(p, d->local_free);
+    d->local_free = p;
+    if (d->at == CM_AT_CURRENT) {
+        d->used = CURRENT_USED;
+        return;
+    }
+    cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
+    if (d->at == CM_AT_PARKED) {
+        cm_pool_unpark(d);
+        list_unlink(&h->parked, d);
+        list_push(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+    }
+    if (--d->used == 0) { /* every carved block is on the local list: back to the pool */
+        list_unlink(&h->bins[class_of(d)].avail, d);
+        give_up(d);
+    }
+}
+
+/* ------------------------------------------------------------ large blocks */
+
+/* Unlink the large blocks other threads freed (their mappings are gone). */
+static void sweep_zombies(cm_heap_t *h) {
+    for (uint32_t r = h->large, next; r; r = next) {
+        cm_desc_t *d = desc(r);
+        next = d->link;
+        if (atomic_load_explicit(&d->heap, memory_order_relaxed) != CM_HEAP_ZOMBIE) continue;
+        list_unlink(&h->large, d);
+        h->large_count--;
+        atomic_fetch_sub_explicit(&h->zombies, 1, memory_order_relaxed);
+        cm_desc_release(d);
+    }
+}
+
+void *cm_heap_large_alloc(cm_heap_t *h, size_t size, size_t align, bool zero) {
+    if (h == &cm_heap_unstarted && cm_thread_start()) h = cm_thread.heap;
+    cm_desc_t *d = cm_large_alloc(size, align, zero);
+    if (!d) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (h != &cm_heap_unstarted) {
+        if (atomic_load_explicit(&h->zombies, memory_order_relaxed) * 2 > h->large_count) sweep_zombies(h);
+        atomic_store_explicit(&d->heap, h->ref, memory_order_relaxed);
+        atomic_store_explicit(&d->owner, h->thread, memory_order_relaxed);
+        list_push(&h->large, d, CM_AT_LARGE);
+        h->large_count++;
+    }
+    return d->base;
+}
+
+void cm_free_large(cm_desc_t *d) {
+    if (atomic_load_explicit(&d->owner, memory_order_relaxed) != cm_thread.ref) {
+        cm_large_free_remote(d);
+        return;
+    }
+    uint32_t href = atomic_load_explicit(&d->heap, memory_order_relaxed);
+    if (href == CM_HEAP_ZOMBIE) cm_fatal("free", "double free", d->base);
+    cm_heap_t *h = cm_heap_record(href);
+    list_unlink(&h->large, d);
+    h->large_count--;
+    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
+    cm_large_free(d);
+}
+
+/* The large block d leaves h: to heap `to`, or to no heap (to == NULL). A
+ * remote free may have made it a zombie: then only its descriptor is left. */
+static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
+    list_unlink(&h->large, d);
+    h->large_count--;
+    uint32_t expect = h->ref;
+    /* relaxed: the CAS only decides who releases what; the remote freer
+     * read the mapping before its own CAS and touches d no more */
+    if (!atomic_compare_exchange_strong_explicit(&d->heap, &expect, to ? to->ref : 0, memory_order_relaxed,
+                                                 memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&h->zombies, 1, memory_order_relaxed);
+        cm_desc_release(d);
+        return;
+    }
+    if (to) {
+        list_push(&to->large, d, CM_AT_LARGE);
+        to->large_count++;
+    } else {
+        atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    }
+}
+
+/* ------------------------------------------------------------ a heap as a whole */
+
+void cm_heap_collect_owned(cm_heap_t *h) {
+    cm_heap_drain_mailbox(h);
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        settle_current(h, c);
+        for (uint32_t r = h->bins[c].avail, next; r; r = next) {
+            cm_desc_t *d = desc(r);
+            next = d->link;
+            take_remote_into_local(h, d);
+            if (d->used == 0) {
+                list_unlink(&h->bins[c].avail, d);
+                give_up(d);
+            }
+        }
+    }
+    for (uint32_t r = h->parked, next; r; r = next) {
+        cm_desc_t *d = desc(r);
+        next = d->link;
+        take_remote_into_local(h, d);
+        if (d->at == CM_AT_AVAIL && d->used == 0) {
+            list_unlink(&h->bins[class_of(d)].avail, d);
+            give_up(d);
+        }
+    }
+    sweep_zombies(h);
+}
+
+void cm_heap_abandon(cm_heap_t *h) {
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        settle_current(h, c);
+        while (h->bins[c].avail) {
+            cm_desc_t *d = desc(h->bins[c].avail);
+            list_unlink(&h->bins[c].avail, d);
+            give_up(d);
+        }
+    }
+    while (h->parked) {
+        cm_desc_t *d = desc(h->parked);
+        list_unlink(&h->parked, d);
+        give_up(d);
+    }
+    while (h->large) large_leave(h, desc(h->large), NULL);
+}
+
+void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        settle_current(h, c);
+        while (h->bins[c].avail) {
+            cm_desc_t *d = desc(h->bins[c].avail);
+            list_unlink(&h->bins[c].avail, d);
+            atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
+            list_push(&to->bins[c].avail, d, CM_AT_AVAIL);
+        }
+    }
+    /* parked ones join avail: a notification sent to h meanwhile is lost,
+     * and the next refill of their class looks at them anyway */
+    while (h->parked) {
+        cm_desc_t *d = desc(h->parked);
+        list_unlink(&h->parked, d);
+        cm_pool_unpark(d);
+        atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
+        list_push(&to->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+    }
+    while (h->large) large_leave(h, desc(h->large), to);
+}
+
+void cm_heap_gather(cm_heap_t *h) {
+    cm_heap_drain_mailbox(h);
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        settle_current(h, c);
+        for (uint32_t r = h->bins[c].avail; r; r = desc(r)->link) take_remote_into_local(h, desc(r));
+    }
+    for (uint32_t r = h->parked, next; r; r = next) {
+        next = desc(r)->link;
+        take_remote_into_local(h, desc(r));
+    }
+    sweep_zombies(h);
+}
