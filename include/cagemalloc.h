@@ -123,8 +123,8 @@ CM_API void cm_heap_delete(cm_heap_t *h);
 /* Give back what h holds unused: its fully free superblocks go to the
  * shared pool; force also returns the pool's kept pages to the OS. */
 CM_API void cm_heap_collect(cm_heap_t *h, int force);
-/* 1 if p points into a live or free block of h (a block h's superblocks or
- * large blocks hold), 0 otherwise. */
+/* 1 if p points into a block of h, live or free (for a large block: into
+ * its first 64 KiB, where the page map names it), 0 otherwise. */
 CM_API int cm_heap_contains(const cm_heap_t *h, const void *p);
 /* Call fn(block, usable_size, arg) for every live block of h once; a block
  * freed by any thread whose free() has returned is not live. A non-zero

@@ -3,8 +3,10 @@
  *
  * Workers loop on malloc/free, with some class-space and code-space blocks
  * among them (cm_klass_alloc, cm_meta_alloc, cm_code_alloc written through
- * cm_code_write: mixed sizes, some blocks freed by another thread, data
- * verified on every block) and count their operations. The
+ * cm_code_write) and blocks of a heap of their own (cm_heap_malloc; the heap
+ * is collected, and deleted and made anew, as they go): mixed sizes, some
+ * blocks freed by another thread, data verified on every block. They count
+ * their operations. The
  * controller signals a worker; the handler looks at the interrupted
  * instruction pointer and, if it lies in libcagemalloc's text, freezes the
  * thread there (else the controller tries again). While one or two workers
@@ -109,9 +111,12 @@ static size_t random_size(uint64_t *rng)
     return cmt_range(rng, 1, 512);
 }
 
+static __thread cm_heap_t *my_heap;
+
 static void *allocate(unsigned kind, size_t n)
 {
     switch (kind) {
+    case CMT_HEAP: return cm_heap_malloc(my_heap, n);
     case CMT_KLASS: return cm_klass_alloc(n);
     case CMT_META: return cm_meta_alloc(n);
     case CMT_CODE: return cm_code_alloc(n, NULL);
@@ -157,6 +162,8 @@ static void *worker_main(void *arg)
     uint64_t rng = cmt_mix(me), seq = 0;
     size_t i;
     self = w;
+    my_heap = cm_heap_new();
+    CMT_CHECK(my_heap != NULL, "cm_heap_new failed");
     atomic_fetch_add(&ready, 1);
     while (!atomic_load_explicit(&stop, memory_order_relaxed) &&
            atomic_load_explicit(&w->ops, memory_order_relaxed) <
@@ -164,7 +171,7 @@ static void *worker_main(void *arg)
         struct cmt_blk *b = &live[cmt_rand(&rng) % LIVE];
         if (!b->p) {
             uint64_t pick = cmt_rand(&rng) % 16;
-            b->kind = pick < 2 ? CMT_KLASS : pick < 4 ? CMT_META : pick == 4 ? CMT_CODE : CMT_MALLOC;
+            b->kind = pick < 2 ? CMT_KLASS : pick < 4 ? CMT_META : pick == 4 ? CMT_CODE : pick < 9 ? CMT_HEAP : CMT_MALLOC;
             b->n = b->kind == CMT_META ? cmt_range(&rng, 1, 256)
                  : b->kind == CMT_CODE ? cmt_range(&rng, 1, 4096)
                                        : random_size(&rng);
@@ -181,7 +188,13 @@ static void *worker_main(void *arg)
         }
         if (seq % 4 == 0 && cmt_xchg_take(&xchg, me, &got, &rng))
             check_free(&got, "block from another worker");
-        atomic_fetch_add_explicit(&w->ops, 1, memory_order_relaxed);
+        uint64_t ops = atomic_fetch_add_explicit(&w->ops, 1, memory_order_relaxed);
+        if (ops % 1000 == 999)
+            cm_heap_collect(my_heap, ops % 7000 == 6999);
+        if (ops % 5000 == 4999) { /* its live blocks move to the default heap */
+            cm_heap_delete(my_heap);
+            CMT_CHECK((my_heap = cm_heap_new()) != NULL, "cm_heap_new failed");
+        }
     }
     for (i = 0; i < LIVE; i++)
         if (live[i].p)

@@ -1,0 +1,352 @@
+/* heap_api: first-class heaps through the cm_ API (also built with TSan and
+ * ASan). Visit sees exactly the live blocks (blocks freed by other threads
+ * included once their free returned); contains; destroy with live blocks
+ * returns the memory; delete keeps blocks valid in the default heap;
+ * realloc into a heap; blocks of a heap whose thread exited stay valid,
+ * are freed from another thread and reused; an abandoned thread's
+ * half-used superblocks are reclaimed; 10,000 heaps, and what each costs;
+ * the owner rule (a clear abort). Every block is pattern-filled and
+ * verified before it is freed. */
+#include "core_util.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "cagemalloc.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+typedef struct block {
+    char *p;
+    size_t n;
+    uint64_t seed;
+} block_t;
+
+static block_t alloc_in(cm_heap_t *h, size_t n, uint64_t seq) {
+    block_t b = {cm_heap_malloc(h, n), n, 0};
+    CMT_CHECK(b.p != NULL, "cm_heap_malloc(%zu) failed", n);
+    b.seed = cmt_seed(b.p, n, 0, seq);
+    cmt_fill(b.p, n, b.seed);
+    return b;
+}
+
+static void verify_and_free(block_t *b) {
+    CMT_VERIFY(b->p, b->n, b->seed, "heap block");
+    cm_free(b->p);
+    b->p = NULL;
+}
+
+static int by_address(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)((const block_t *)a)->p, y = (uintptr_t)((const block_t *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------ visit and contains */
+
+typedef struct seen {
+    block_t *v;
+    size_t n, cap, stop_at;
+} seen_t;
+
+static int record_block(void *block, size_t usable, void *arg) {
+    seen_t *s = arg;
+    CMT_CHECK(s->n < s->cap, "visit reported more blocks than are live");
+    s->v[s->n].p = block;
+    s->v[s->n].n = usable;
+    s->n++;
+    return s->n == s->stop_at ? 7 : 0;
+}
+
+typedef struct remote_job {
+    block_t *blocks;
+    size_t count;
+} remote_job_t;
+
+static void *free_these(void *arg) {
+    remote_job_t *job = arg;
+    for (size_t i = 0; i < job->count; i++) verify_and_free(&job->blocks[i]);
+    return NULL;
+}
+
+static void test_visit_and_contains(void) {
+    enum { N = 3000 };
+    cm_heap_t *h = cm_heap_new();
+    CMT_CHECK(h != NULL, "cm_heap_new failed");
+    static block_t live[N], remote[N];
+    size_t nlive = 0, nremote = 0;
+    uint64_t rng = 42;
+    for (size_t i = 0; i < N; i++) {
+        size_t n = cmt_range(&rng, 0, 9) == 0 ? cmt_range(&rng, 1, 300000) : cmt_range(&rng, 1, 2000);
+        block_t b = alloc_in(h, n, i);
+        switch (cmt_range(&rng, 0, 2)) {
+        case 0: live[nlive++] = b; break;
+        case 1: remote[nremote++] = b; break;
+        default: verify_and_free(&b); break;
+        }
+    }
+    pthread_t t;
+    remote_job_t job = {remote, nremote};
+    pthread_create(&t, NULL, free_these, &job);
+    pthread_join(t, NULL); /* every remote free has returned */
+
+    static block_t got[N];
+    seen_t s = {got, 0, N, 0};
+    CMT_CHECK(cm_heap_visit(h, record_block, &s) == 0, "visit stopped without being asked");
+    CMT_CHECK(s.n == nlive, "visit saw %zu blocks, %zu are live", s.n, nlive);
+    qsort(got, s.n, sizeof got[0], by_address);
+    qsort(live, nlive, sizeof live[0], by_address);
+    for (size_t i = 0; i < nlive; i++) {
+        CMT_CHECK(got[i].p == live[i].p, "visit saw %p where the live block %p was expected", (void *)got[i].p,
+                  (void *)live[i].p);
+        CMT_CHECK(got[i].n == cm_usable_size(live[i].p) && got[i].n >= live[i].n,
+                  "visit gave usable size %zu for a block of %zu (usable %zu)", got[i].n, live[i].n,
+                  cm_usable_size(live[i].p));
+        CMT_CHECK(cm_heap_contains(h, live[i].p) && cm_heap_contains(h, live[i].p + (live[i].n > 65536 ? 65535 : live[i].n - 1)),
+                  "contains says no for a live block of h (or a byte inside it)");
+        CMT_CHECK(!cm_heap_contains(cm_heap_get_default(), live[i].p), "the default heap claims a block of h");
+    }
+    seen_t stop = {got, 0, N, 10};
+    CMT_CHECK(cm_heap_visit(h, record_block, &stop) == 7 && stop.n == 10, "a visitor's non-zero return must stop the walk");
+
+    void *mine = cm_malloc(100);
+    int on_stack;
+    CMT_CHECK(!cm_heap_contains(h, mine) && cm_heap_contains(cm_heap_get_default(), mine),
+              "contains: a default-heap block");
+    CMT_CHECK(!cm_heap_contains(h, &on_stack) && !cm_heap_contains(h, NULL), "contains: not a heap block");
+    cm_free(mine);
+
+    for (size_t i = 0; i < nlive; i++) {
+        live[i].seed = cmt_seed(live[i].p, live[i].n, 0, 0);
+        cmt_fill(live[i].p, live[i].n, live[i].seed);
+    }
+    for (size_t i = 0; i < nlive; i++) verify_and_free(&live[i]);
+    s.n = 0;
+    CMT_CHECK(cm_heap_visit(h, record_block, &s) == 0 && s.n == 0, "visit of an emptied heap saw %zu blocks", s.n);
+    cm_heap_delete(h);
+    printf("visit and contains: %zu live, %zu freed remotely, all seen exactly\n", nlive, nremote);
+}
+
+/* ------------------------------------------------------------ destroy, delete, realloc */
+
+static void test_destroy(void) {
+    block_t keep[64];
+    for (int i = 0; i < 64; i++) keep[i] = alloc_in(cm_heap_get_default(), 200 + (size_t)i * 37, (uint64_t)i);
+    cm_stats_t before, full, after;
+    cm_trim();
+    cm_stats_get(&before);
+    cm_heap_t *h = cm_heap_new();
+    uint64_t rng = 7;
+    for (int i = 0; i < 40000; i++) {
+        size_t n = cmt_range(&rng, 1, 1000);
+        char *p = cm_heap_malloc(h, n);
+        CMT_CHECK(p != NULL, "allocation in h");
+        memset(p, 0x5a, n);
+    }
+    for (int i = 0; i < 8; i++) memset(cm_heap_malloc(h, (size_t)1 << 20), 1, (size_t)1 << 20);
+    cm_stats_get(&full);
+    cm_heap_destroy(h);
+    cm_trim();
+    cm_stats_get(&after);
+    size_t grew = full.committed - before.committed, left = after.committed > before.committed ? after.committed - before.committed : 0;
+    CMT_CHECK(grew > ((size_t)20 << 20), "h committed only %zu bytes", grew);
+    CMT_CHECK(left < grew / 8, "destroy left %zu of %zu bytes committed", left, grew);
+    for (int i = 0; i < 64; i++) verify_and_free(&keep[i]);
+    /* a new heap works normally after */
+    h = cm_heap_new();
+    block_t b = alloc_in(h, 500, 1);
+    verify_and_free(&b);
+    cm_heap_destroy(h);
+    printf("destroy: %zu KiB committed by the heap, %zu KiB left after destroy\n", grew >> 10, left >> 10);
+}
+
+static void test_delete_adopts(void) {
+    enum { N = 2000 };
+    static block_t b[N];
+    cm_heap_t *h = cm_heap_new();
+    uint64_t rng = 9;
+    for (size_t i = 0; i < N; i++) b[i] = alloc_in(h, cmt_range(&rng, 1, i % 100 == 0 ? 200000 : 3000), i);
+    for (size_t i = 0; i < N; i += 3) verify_and_free(&b[i]);
+    cm_heap_delete(h);
+    cm_heap_t *def = cm_heap_get_default();
+    for (size_t i = 0; i < N; i++) {
+        if (!b[i].p) continue;
+        CMT_VERIFY(b[i].p, b[i].n, b[i].seed, "block adopted from a deleted heap");
+        CMT_CHECK(cm_heap_contains(def, b[i].p), "a deleted heap's block is not in the default heap");
+    }
+    /* realloc of an adopted block, then frees from this thread and another */
+    for (size_t i = 1; i < N; i += 3) {
+        char *q = cm_realloc(b[i].p, b[i].n + 100);
+        CMT_CHECK(q != NULL, "realloc of an adopted block");
+        CMT_VERIFY(q, b[i].n, b[i].seed, "adopted block after realloc");
+        b[i].p = q;
+        verify_and_free(&b[i]);
+    }
+    static block_t rest[N];
+    size_t n = 0;
+    for (size_t i = 2; i < N; i += 3) rest[n++] = b[i];
+    pthread_t t;
+    remote_job_t job = {rest, n};
+    pthread_create(&t, NULL, free_these, &job);
+    pthread_join(t, NULL);
+    printf("delete: live blocks adopted by the default heap, reallocated and freed\n");
+}
+
+static void test_realloc_and_api(void) {
+    cm_heap_t *h = cm_heap_new();
+    block_t b = alloc_in(cm_heap_get_default(), 300, 1);
+    char *q = cm_heap_realloc(h, b.p, 300);
+    CMT_CHECK(q && cm_heap_contains(h, q) && q != b.p, "cm_heap_realloc must move a block of another heap into h");
+    CMT_VERIFY(q, 300, b.seed, "block moved by cm_heap_realloc");
+    char *r = cm_heap_realloc(h, q, 200);
+    CMT_CHECK(r == q, "a block of h that fits stays in place");
+    char *big = cm_heap_realloc(h, r, 500000);
+    CMT_CHECK(big && cm_heap_contains(h, big), "realloc to a large block stays in h");
+    CMT_VERIFY(big, 200, b.seed, "block grown by cm_heap_realloc");
+    cm_free(big);
+
+    unsigned char *z = cm_heap_calloc(h, 1000, 7);
+    CMT_CHECK(z && cm_heap_contains(h, z), "cm_heap_calloc");
+    for (size_t i = 0; i < 7000; i++) CMT_CHECK(z[i] == 0, "cm_heap_calloc: byte %zu not zero", i);
+    cm_free(z);
+    for (size_t al = 16; al <= ((size_t)1 << 22); al <<= 3) {
+        char *a = cm_heap_aligned_alloc(h, al, 100);
+        CMT_CHECK(a && ((uintptr_t)a & (al - 1)) == 0 && cm_heap_contains(h, a), "cm_heap_aligned_alloc(%zu)", al);
+        memset(a, 1, 100);
+        cm_free(a);
+    }
+    errno = 0;
+    CMT_CHECK(cm_heap_aligned_alloc(h, 24, 100) == NULL && errno == EINVAL, "bad alignment -> EINVAL");
+    errno = 0;
+    CMT_CHECK(cm_heap_calloc(h, SIZE_MAX / 2, 3) == NULL && errno == ENOMEM, "calloc overflow -> ENOMEM");
+    errno = 0;
+    CMT_CHECK(cm_heap_malloc(h, SIZE_MAX - 10) == NULL && errno == ENOMEM, "huge -> ENOMEM");
+    cm_heap_destroy(h);
+    printf("realloc, calloc, aligned_alloc and errors in a heap: ok\n");
+}
+
+/* ------------------------------------------------------------ threads that exit */
+
+enum { CLASS_SIZE = 256, PER_SUPERBLOCK = 256 }; /* 64 KiB superblocks of 256 B blocks */
+static block_t orphan[2 * PER_SUPERBLOCK];
+static cm_heap_t *orphan_heap;
+
+/* Fills two superblocks of 256 B blocks in a heap of its own and two in its
+ * default heap, frees every other block, and exits holding the rest. */
+static void *leave_blocks(void *arg) {
+    (void)arg;
+    orphan_heap = cm_heap_new();
+    for (size_t i = 0; i < 2 * PER_SUPERBLOCK; i++)
+        orphan[i] = alloc_in(i < PER_SUPERBLOCK ? orphan_heap : cm_heap_get_default(), CLASS_SIZE, i);
+    for (size_t i = 0; i < 2 * PER_SUPERBLOCK; i += 2) verify_and_free(&orphan[i]);
+    return NULL;
+}
+
+static int in_orphan_span(const void *p) {
+    for (size_t i = 1; i < 2 * PER_SUPERBLOCK; i += 2)
+        if (((uintptr_t)p >> 16) == ((uintptr_t)orphan[i].p >> 16)) return 1;
+    return 0;
+}
+
+static void *reuse_orphans(void *arg) {
+    size_t *reused = arg;
+    block_t mine[PER_SUPERBLOCK];
+    for (size_t i = 0; i < PER_SUPERBLOCK; i++) {
+        mine[i] = alloc_in(cm_heap_get_default(), CLASS_SIZE, 1000 + i);
+        *reused += in_orphan_span(mine[i].p);
+    }
+    for (size_t i = 0; i < PER_SUPERBLOCK; i++) verify_and_free(&mine[i]);
+    return NULL;
+}
+
+static void test_exited_owner(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, leave_blocks, NULL);
+    pthread_join(t, NULL);
+    /* the owner exited: its heaps are gone, their blocks valid */
+    for (size_t i = 1; i < 2 * PER_SUPERBLOCK; i += 2)
+        CMT_VERIFY(orphan[i].p, orphan[i].n, orphan[i].seed, "block of a heap whose thread exited");
+    size_t reused = 0;
+    pthread_create(&t, NULL, reuse_orphans, &reused);
+    pthread_join(t, NULL);
+    CMT_CHECK(reused >= PER_SUPERBLOCK / 2, "another thread reused only %zu of the %d free blocks of the abandoned superblocks",
+              reused, PER_SUPERBLOCK);
+    /* freed from here (their superblocks have no owner now), then reusable */
+    for (size_t i = 1; i < 2 * PER_SUPERBLOCK; i += 2) verify_and_free(&orphan[i]);
+    pthread_create(&t, NULL, reuse_orphans, &reused);
+    pthread_join(t, NULL);
+    printf("exited owner: blocks valid, freed here; %zu of %d allocations reused abandoned superblocks\n", reused,
+           PER_SUPERBLOCK);
+}
+
+/* ------------------------------------------------------------ many heaps */
+
+static void test_many_heaps(void) {
+    enum { HEAPS = 10000 };
+    static cm_heap_t *hs[HEAPS];
+    cm_heap_t *warm = cm_heap_new(); /* the first record chunk's mapping is not the heaps' cost */
+    cm_heap_delete(warm);
+    size_t rss0 = cmt_rss();
+    for (int i = 0; i < HEAPS; i++) CMT_CHECK((hs[i] = cm_heap_new()) != NULL, "cm_heap_new #%d", i);
+    size_t per_heap = (cmt_rss() - rss0) / HEAPS;
+    printf("10000 empty heaps: %zu bytes each (resident)\n", per_heap);
+    if (!SANITIZED) CMT_CHECK(per_heap < 1024, "an empty heap costs %zu bytes", per_heap);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < HEAPS; i++) {
+            block_t b = alloc_in(hs[i], 16 + (size_t)(i % 64) * 16, (uint64_t)i);
+            verify_and_free(&b);
+        }
+    }
+    for (int i = 0; i < HEAPS; i++) {
+        if (i % 2) cm_heap_delete(hs[i]);
+        else cm_heap_destroy(hs[i]);
+    }
+    /* made and dropped again: the records are reused, nothing grows */
+    size_t rss1 = cmt_rss();
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < HEAPS; i++) hs[i] = cm_heap_new();
+        for (int i = 0; i < HEAPS; i++) cm_heap_delete(hs[i]);
+    }
+    size_t rss2 = cmt_rss();
+    if (!SANITIZED)
+        CMT_CHECK(rss2 < rss1 + ((size_t)4 << 20), "making and deleting heaps grew RSS from %zu to %zu KiB", rss1 >> 10, rss2 >> 10);
+}
+
+/* ------------------------------------------------------------ the owner rule */
+
+static cm_heap_t *foreign;
+static void *make_heap(void *arg) {
+    (void)arg;
+    __atomic_store_n(&foreign, cm_heap_new(), __ATOMIC_RELEASE);
+    pause(); /* stays alive, owning it */
+    return NULL;
+}
+static void malloc_in_foreign_heap(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, make_heap, NULL);
+    while (!__atomic_load_n(&foreign, __ATOMIC_ACQUIRE)) usleep(1000);
+    cmt_escape(cm_heap_malloc(foreign, 10));
+}
+static void destroy_default_heap(void) { cm_heap_destroy(cm_heap_get_default()); }
+
+int main(void) {
+    test_exited_owner(); /* first: no partial superblock of 256 B blocks of anyone else's yet */
+    test_visit_and_contains();
+    test_destroy();
+    test_delete_adopts();
+    test_realloc_and_api();
+    test_many_heaps();
+    int ok = cmt_case("cm_heap_malloc from a non-owner", malloc_in_foreign_heap, "does not own it");
+    ok &= cmt_case("cm_heap_destroy(default heap)", destroy_default_heap, "default heap");
+    if (!ok) return 1;
+    printf("heap_api: all passed\n");
+    return 0;
+}
