@@ -41,10 +41,10 @@ void cm_free_generic(void *p, uint32_t entry, const char *func) {
 
 /* p, a small block of class cls being freed or reallocated, carries the
  * free tag in bytes 6-7. A free block's first word is always a link that
- * decodes to NULL or to a block of its own class (cache lists, remote lists
- * and superblock lists are all per class). If p's word does, p is free
- * already: a double free, wherever the block waits (this thread's cache,
- * another thread's, its superblock's list). Data that merely matches the
+ * decodes to NULL or to a block of its own class (bins, local and remote
+ * lists are all lists of one superblock). If p's word does, p is free
+ * already: a double free, wherever the block waits (a heap's bin, its
+ * superblock's local or anchor list). Data that merely matches the
  * tag passes the 17-bit top and 4-bit alignment checks of the decoded
  * pointer 1 time in 32 and then names a block start of this class by
  * chance only (about 2^-40 for random data, as the link is keyed with the

@@ -99,7 +99,6 @@ typedef struct cm_class_info {
     uint64_t span_mask;    /* superblock size - 1: offset of a block = address & span_mask */
     uint32_t block_size;   /* bytes per block, a multiple of 16 */
     uint32_t max_count;    /* blocks per superblock */
-    uint16_t cache_max;    /* (unused since heaps: no cache bound) */
     uint8_t span_shift;    /* log2 of the superblock size */
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
 } cm_class_info_t;
@@ -372,8 +371,8 @@ CM_HIDDEN uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align);
  * in 16); a write confined to bytes 1-5 is not caught here. (A second, keyed
  * check word caught that too, but cost a store per free and half again the
  * instructions: BENCHMARKS.md.)
- * A decoded link is not checked to lie in the same superblock, as a cache
- * list mixes superblocks; without the secret it cannot be aimed at all.
+ * A decoded link is not checked to lie in the same superblock (a check per
+ * pop); without the secret it cannot be aimed at all.
  *
  * The secret's top 16 bits (the tag, in the word's top 2 bytes) also mark
  * the block as free, which catches double frees cheaply: a block handed out

@@ -194,7 +194,7 @@ static void put_totals(out_t *o, uint64_t count, uint64_t bytes, const uint64_t 
 
 /* glibc's XML layout, one <heap> for the whole process: <sizes> lists each
  * size class with blocks in use (glibc lists free chunks, which here sit in
- * thread caches and superblocks), then totals as glibc names them. */
+ * heaps' lists and superblocks), then totals as glibc names them. */
 int cm_stats_malloc_info(int options, FILE *fp) {
     if (options != 0 || fp == NULL) {
         errno = EINVAL;
