@@ -130,11 +130,16 @@ void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref) {
 
 /* d, named by a mailbox (maybe stale: sent to an earlier heap of this
  * record, or about a superblock h has since given up), goes back to avail
- * if h still owns it parked. d->heap equal to our ref can only be our own
- * store: we own d, so its private fields are ours to read. */
+ * if h still owns it parked, or to the pool if all its blocks are free.
+ * d->heap equal to our ref can only be our own store: we own d, so its
+ * private fields are ours to read. */
 static void unpark_if_mine(cm_heap_t *h, cm_desc_t *d) {
-    if (atomic_load_explicit(&d->heap, memory_order_relaxed) == h->ref && d->at == CM_AT_PARKED)
-        take_remote_into_local(h, d);
+    if (atomic_load_explicit(&d->heap, memory_order_relaxed) != h->ref || d->at != CM_AT_PARKED) return;
+    take_remote_into_local(h, d);
+    if (d->at == CM_AT_AVAIL && d->used == 0) { /* every block came back: the pool may give it to anyone */
+        list_unlink(&h->bins[class_of(d)].avail, d);
+        give_up(d);
+    }
 }
 
 void cm_heap_drain_mailbox(cm_heap_t *h) {
