@@ -13,6 +13,7 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
+CM_HIDDEN CM_NOINLINE void cm_free_small(void *p, uint32_t entry);
 CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);
 CM_HIDDEN void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size);
 CM_HIDDEN void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size);
@@ -46,29 +47,23 @@ CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const c
     return cls;
 }
 
-/* A block freed by the thread that owns its superblock goes on the
- * superblock's local list: plain stores, no atomic. The owner test comes
- * first: the local list and count are read only by their owner. */
+/* free: a block of the superblock the calling thread's default heap is
+ * allocating from goes straight back onto that heap's bin (the next malloc
+ * of its class reuses it while it is hot); any other block takes the
+ * descriptor path (cm_free_small: its superblock's local list if this
+ * thread owns it, else one CAS onto its anchor). No atomic instruction. */
 CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "free");
     if (cm_likely(cls != 0)) {
-        cm_desc_t *d = cm_desc_from_ref(cm_entry_ref(entry));
-        /* the rare cases (another thread's superblock, the first block of an
-         * empty local list, maybe the last block out, a block that looks
-         * free already) leave by a tail call */
-        if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
-            void *head = d->local_free;
-            uint32_t used = d->used;
-            if (cm_likely(head != NULL && used > 1 && !cm_block_looks_free(p))) {
-                uintptr_t link = cm_link_encode(p, head);
-                d->local_free = p;
-                d->used = used - 1;
-                ((cm_free_block_t *)p)->link = link;
-                return;
-            }
+        cm_bin_t *bin = &cm_my_heap()->bins[cls];
+        /* the other cases leave by a tail call, so this path keeps no
+         * registers to save and restore */
+        if (cm_likely(bin->cur == cm_entry_ref(entry) && !cm_block_looks_free(p))) {
+            cm_bin_push(bin, p);
+            return;
         }
-        cm_free_small_slow(p, d);
+        cm_free_small(p, entry);
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */

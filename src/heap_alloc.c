@@ -25,7 +25,6 @@ static cm_desc_t *desc(uint32_t ref) { return cm_desc_from_ref(ref); }
 static uint32_t ref_of(const cm_desc_t *d) { return cm_desc_ref(d); }
 static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
 static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->carved, memory_order_relaxed); }
-static void *block_at(const cm_desc_t *d, uint32_t i) { return d->base + (size_t)i * cm_class_info[class_of(d)].block_size; }
 
 /* ------------------------------------------------------------ the heap's lists */
 
@@ -60,14 +59,15 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
     uint32_t n;
     void *chain = cm_pool_take_remote(d, &n);
     if (chain) {
-        void *tail = NULL;
-        list_length(chain, &tail);
-        cm_block_set_next(tail, d->local_free);
+        if (d->local_free) { /* else no walk: the chain becomes the list */
+            void *tail = NULL;
+            list_length(chain, &tail);
+            cm_block_set_next(tail, d->local_free);
+        }
         d->local_free = chain;
         d->used -= n;
     }
     if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED)) {
-        cm_pool_unpark(d);
         list_unlink(&h->parked, d);
         list_push(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }
@@ -94,22 +94,27 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
     list_push(&bin->avail, d, CM_AT_AVAIL);
 }
 
-/* Hand d (on no list of h) back to the pool: its local list and its
- * uncarved blocks join its anchor list. */
+/* Hand d (on no list of h) back to the pool: its local list joins its
+ * anchor list; blocks never carved stay untouched. With no block out
+ * (used 0) the local list holds every carved block and is not walked. */
 static void give_up(cm_desc_t *d) {
     void *head = d->local_free, *tail = NULL;
-    uint32_t n = list_length(head, &tail);
-    uint32_t max = cm_class_info[class_of(d)].max_count;
-    for (uint32_t i = max; i-- > carved_of(d);) {
-        void *b = block_at(d, i);
-        cm_block_set_next(b, head);
-        if (!tail) tail = b;
-        head = b;
-        n++;
-    }
-    atomic_store_explicit(&d->carved, max, memory_order_relaxed);
+    uint32_t n = d->used == 0 ? carved_of(d) : list_length(head, &tail);
     d->local_free = NULL;
     cm_pool_release(d, head, tail, n);
+}
+
+/* d, on avail, has every block free: it stays at the front of avail for the
+ * next refill of its class (no round trip through the pool when a class
+ * empties and fills again), unless one such is kept there already. */
+static void empty_on_avail(cm_heap_t *h, cm_desc_t *d) {
+    uint32_t *avail = &h->bins[class_of(d)].avail;
+    list_unlink(avail, d);
+    if (*avail && desc(*avail)->used == 0) {
+        give_up(d);
+        return;
+    }
+    list_push(avail, d, CM_AT_AVAIL);
 }
 
 /* ------------------------------------------------------------ mailbox */
@@ -130,16 +135,13 @@ void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref) {
 
 /* d, named by a mailbox (maybe stale: sent to an earlier heap of this
  * record, or about a superblock h has since given up), goes back to avail
- * if h still owns it parked, or to the pool if all its blocks are free.
+ * if h still owns it parked.
  * d->heap equal to our ref can only be our own store: we own d, so its
  * private fields are ours to read. */
 static void unpark_if_mine(cm_heap_t *h, cm_desc_t *d) {
     if (atomic_load_explicit(&d->heap, memory_order_relaxed) != h->ref || d->at != CM_AT_PARKED) return;
     take_remote_into_local(h, d);
-    if (d->at == CM_AT_AVAIL && d->used == 0) { /* every block came back: the pool may give it to anyone */
-        list_unlink(&h->bins[class_of(d)].avail, d);
-        give_up(d);
-    }
+    if (d->at == CM_AT_AVAIL && d->used == 0) empty_on_avail(h, d);
 }
 
 void cm_heap_drain_mailbox(cm_heap_t *h) {
@@ -291,14 +293,32 @@ void *cm_alloc_unowned(unsigned cls, bool zero) {
 
 /* ------------------------------------------------------------ free */
 
-/* The free fast path stops here for a block of d that another thread owns
+/* free of a small block that is not of the default heap's current
+ * superblock of its class: the owner pushes it on the superblock's local
+ * list with plain stores; the slow path takes the rest. */
+void cm_free_small(void *p, uint32_t entry) {
+    cm_desc_t *d = desc(cm_entry_ref(entry));
+    if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
+        void *head = d->local_free; /* read only by the owner: after the test */
+        uint32_t used = d->used;
+        if (cm_likely(head != NULL && used > 1 && !cm_block_looks_free(p))) {
+            cm_block_set_next(p, head);
+            d->local_free = p;
+            d->used = used - 1;
+            return;
+        }
+    }
+    cm_free_small_slow(p, d);
+}
+
+/* The descriptor path stops here for a block of d that another thread owns
  * (or none), that looks free already, that is the first on d's empty local
  * list, or that may be d's last block out. */
 void cm_free_small_slow(void *p, cm_desc_t *d) {
     if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, class_of(d));
     /* relaxed: only our own thread stores our ref into d->owner */
     if (atomic_load_explicit(&d->owner, memory_order_relaxed) != cm_thread.ref) {
-        cm_pool_return_chain(d, p, p, 1);
+        cm_pool_free_remote(d, p);
         return;
     }
     cm_block_set_next(p, d->local_free);
@@ -308,15 +328,11 @@ void cm_free_small_slow(void *p, cm_desc_t *d) {
         return;
     }
     cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
-    if (d->at == CM_AT_PARKED) {
-        cm_pool_unpark(d);
+    if (d->at == CM_AT_PARKED) { /* its anchor may stay OWNED_FULL: a remote free then sends a stale hint */
         list_unlink(&h->parked, d);
         list_push(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }
-    if (--d->used == 0) { /* every carved block is on the local list: back to the pool */
-        list_unlink(&h->bins[class_of(d)].avail, d);
-        give_up(d);
-    }
+    if (--d->used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
 }
 
 /* ------------------------------------------------------------ large blocks */
@@ -448,7 +464,6 @@ void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
     while (h->parked) {
         cm_desc_t *d = desc(h->parked);
         list_unlink(&h->parked, d);
-        cm_pool_unpark(d);
         atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
         list_push(&to->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }

@@ -45,8 +45,9 @@
  *
  * Superblock states (anchor.state):
  *  OWNED     a heap owns it; the anchor list holds remote frees (count).
- *  OWNED_FULL  OWNED, and parked by its heap as exhausted: the remote free
- *            that moves it back to OWNED tells the heap (its mailbox).
+ *  OWNED_FULL  OWNED, and parked by its heap as exhausted (or taken back
+ *            since): the remote free that moves it back to OWNED tells the
+ *            heap (its mailbox), which ignores the hint if not parked.
  *  FULL      owned by no heap, no free block on its list (all in use); on
  *            no list.
  *  PARTIAL   count > 0 free blocks on its list; on its class's partial stack
@@ -309,19 +310,23 @@ CM_HIDDEN bool cm_pool_take(unsigned cls, cm_refill_t *out);
  * it: a partial one (its free blocks on the anchor list), or a fresh one
  * (carved 0, dirty if taken over); NULL when out of memory. */
 CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner);
-/* The owner gives d up: the chain head..tail of n blocks (its local list,
- * every uncarved block included) joins the anchor list, and d becomes
- * FULL, PARTIAL, kept fully free, or retired. */
+/* The owner gives d up: the chain head..tail of n blocks (its local list;
+ * tail may be NULL when no block of d is out) joins the anchor list, and d
+ * becomes FULL, PARTIAL, kept fully free, or retired. Blocks never carved
+ * stay so: the next owner carves on from d->carved. */
 CM_HIDDEN void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* The owner gives d up with every block free, returning its memory (cm_heap_destroy). */
 CM_HIDDEN void cm_pool_discard(cm_desc_t *d);
 /* The owner takes d's anchor list (remote frees): its head, *n its length. */
 CM_HIDDEN void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n);
-/* The owner parks exhausted d (OWNED, no remote frees -> OWNED_FULL);
- * false if remote frees arrived (take them instead). */
+/* The owner parks exhausted d (anchor OWNED_FULL with no remote frees);
+ * false if remote frees arrived (take them instead). The owner never moves
+ * OWNED_FULL back: a superblock it took back locally may keep that state,
+ * and a remote free then sends its heap a hint it finds stale. */
 CM_HIDDEN bool cm_pool_park(cm_desc_t *d);
-/* The owner takes d back from parked (OWNED_FULL -> OWNED). */
-CM_HIDDEN void cm_pool_unpark(cm_desc_t *d);
+/* Free block p of d from a thread that does not own d: one CAS (the common
+ * case, d owned and not parked, takes a short path). */
+CM_HIDDEN void cm_pool_free_remote(cm_desc_t *d, void *p);
 /* Free a chain of n blocks of d from a thread that does not own d: one CAS. */
 CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire every fully free superblock kept committed (malloc_trim). */
@@ -427,7 +432,7 @@ CM_INLINE void *cm_block_decode(const void *block, const char *func) {
     cm_link_verify_as(block, next, func, cm_likely(cm_harden));
     return next;
 }
-/* The next block of one being walked by a flush. */
+/* The next block of a list being walked (reported as a corrupted link in free). */
 CM_INLINE void *cm_block_peek_next(const void *block) { return cm_block_decode(block, "free"); }
 /* A block handed out must never look free: clear its tag. */
 CM_INLINE void cm_block_mark_used(void *block) {
@@ -520,6 +525,15 @@ CM_INLINE void *cm_bin_pop(cm_bin_t *bin) {
     cm_block_mark_used(b);
     bin->head = next;
     return b;
+}
+
+/* Push p on a bin (p is a block of the bin's current superblock). The
+ * compiler must assume the block may alias the bin: read the bin first. */
+CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
+    void *head = bin->head;
+    uintptr_t link = cm_link_encode(p, head);
+    bin->head = p;
+    ((cm_free_block_t *)p)->link = link;
 }
 
 /* The slow paths (heap_alloc.c). */

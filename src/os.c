@@ -4,7 +4,7 @@
  * Every request is a raw system call or a call into the vDSO, never a libc
  * call: programs and tools interpose mmap, munmap, clock_gettime (tracers,
  * time-faking shims), and an interposer that allocates would re-enter malloc
- * in the middle of a refill or a flush. A raw call never does. */
+ * in the middle of a refill or a free. A raw call never does. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* pagemap.c: address -> {descriptor ref, owner tag, class} for every 64 KiB
+/* pagemap.c: address -> {descriptor ref, class} for every 64 KiB
  * unit of address space we own, and the per-region records that hold it.
  *
  * Two levels rather than one flat array over a reserved arena: a flat map

@@ -28,7 +28,11 @@ static _Atomic uint32_t decay_cursor;                   /* where the next decay 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
 
 static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
-static uint32_t max_of(const cm_desc_t *d) { return cm_class_info[class_of(d)].max_count; }
+/* Blocks carved so far. A superblock no heap owns keeps the count its last
+ * owner left (the rest of its span was never touched, and stays so), so
+ * "every block free" is count == carved. Unowned, it is read after an
+ * acquire of the anchor, which the last owner's release wrote. */
+static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->carved, memory_order_relaxed); }
 static void *block_at(const cm_desc_t *d, uint32_t idx) {
     return d->base + (size_t)idx * cm_class_info[class_of(d)].block_size;
 }
@@ -134,7 +138,7 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
                                                        cm_anchor_next(a, to, keep ? cm_anchor_avail(a) : 0, keep),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
-            if (cm_anchor_count(a) == max_of(d)) unkeep(d, cls);
+            if (cm_anchor_count(a) == carved_of(d)) unkeep(d, cls);
             return a;
         }
         case CM_RETIRING:
@@ -172,7 +176,7 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state) {
             cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
             for (;;) {
                 unsigned st = cm_anchor_state(a);
-                if (st == CM_PARTIAL && cm_anchor_count(a) == cm_class_info[other].max_count) {
+                if (st == CM_PARTIAL && cm_anchor_count(a) == carved_of(d)) {
                     if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_FULL, 0, 0),
                                                                memory_order_acquire, memory_order_acquire))
                         continue;
@@ -233,7 +237,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner) {
     cm_anchor_t a;
     cm_desc_t *d = pop_partial(cls, owner, CM_OWNED, &a);
     if (d) {
-        d->used = cm_class_info[cls].max_count; /* its free blocks wait on the anchor list */
+        d->used = carved_of(d); /* its free blocks wait on the anchor list */
         d->dirty = 1;
     } else {
         d = take_over_empty(cls, CM_OWNED);
@@ -254,24 +258,28 @@ cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner) {
 /* ------------------------------------------------------------ giving back */
 
 /* The anchor CAS of every give-back: n blocks head..tail (linked) join d's
- * list. From OWNED states the owner releases d (`release`), or a remote
+ * list (tail NULL: the caller holds every block of d, so the list is empty,
+ * and the chain already ends in NULL). From OWNED states the owner releases d (`release`), or a remote
  * free keeps it owned; from FULL/PARTIAL, blocks come back to a superblock
  * no heap owns. A superblock no heap owns whose every block is free is
  * kept committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
     unsigned cls = class_of(d);
-    uint32_t max = cm_class_info[cls].max_count;
     uint32_t head_idx = n ? block_index(d, head) : 0;
-    /* relaxed: only a guess for the CAS below, which is acq_rel */
-    cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed), new;
+    /* acquire (and on a failed CAS): carved, read after it, is as the last
+     * owner left it when d has none now */
+    cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_acquire), new;
     bool kept = false;
+    uint32_t max = 0;
     for (;;) {
         unsigned state = cm_anchor_state(old);
         uint32_t count = cm_anchor_count(old) + n;
+        max = carved_of(d);
         bool owned = state == CM_OWNED || state == CM_OWNED_FULL;
         if (cm_unlikely(release ? !owned : (!owned && state != CM_FULL && state != CM_PARTIAL)) || count > max)
             cm_fatal("free", "double free", n ? head : d->base);
-        if (n) cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
+        if (n && tail) cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
+        else if (n && cm_anchor_count(old)) cm_fatal("free", "double free", head); /* the caller knew all were free */
         uint32_t avail = n ? head_idx : cm_anchor_avail(old);
         if (owned && !release) {
             new = cm_anchor_next(old, CM_OWNED, avail, count);
@@ -287,9 +295,9 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
          * we retire, every other thread's earlier frees into d happen before
          * our madvise. */
         if (atomic_compare_exchange_weak_explicit(&d->anchor, &old, new, memory_order_acq_rel,
-                                                  memory_order_relaxed))
+                                                  memory_order_acquire))
             break;
-        if (kept && cm_anchor_count(old) + n != max) {
+        if (kept && cm_anchor_count(old) + n != carved_of(d)) {
             atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
             kept = false;
         }
@@ -297,6 +305,22 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
     if (kept) atomic_fetch_add_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
     *now = new;
     return old;
+}
+
+void cm_pool_free_remote(cm_desc_t *d, void *p) {
+    cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    uint32_t idx = block_index(d, p), max = cm_class_info[class_of(d)].max_count;
+    while (cm_anchor_state(old) == CM_OWNED) {
+        if (cm_unlikely(cm_anchor_count(old) >= max)) cm_fatal("free", "double free", p);
+        cm_block_set_next(p, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
+        /* release: the link and the block's last contents reach the owner,
+         * whose take of the list is an acquire */
+        if (atomic_compare_exchange_weak_explicit(&d->anchor, &old,
+                                                  cm_anchor_next(old, CM_OWNED, idx, cm_anchor_count(old) + 1),
+                                                  memory_order_release, memory_order_relaxed))
+            return;
+    }
+    cm_pool_return_chain(d, p, p, 1);
 }
 
 void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
@@ -358,21 +382,15 @@ void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n) {
 bool cm_pool_park(cm_desc_t *d) {
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
     /* relaxed: parking publishes nothing; a remote free that sees
-     * OWNED_FULL only learns to notify the heap */
-    while (cm_anchor_count(a) == 0)
+     * OWNED_FULL only learns to notify the heap. Already OWNED_FULL with
+     * no remote free: parked as it is (the next remote free notifies). */
+    while (cm_anchor_count(a) == 0) {
+        if (cm_anchor_state(a) == CM_OWNED_FULL) return true;
         if (atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_OWNED_FULL, 0, 0),
                                                   memory_order_relaxed, memory_order_relaxed))
             return true;
-    return false;
-}
-
-void cm_pool_unpark(cm_desc_t *d) {
-    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
-    while (cm_anchor_state(a) == CM_OWNED_FULL &&
-           !atomic_compare_exchange_weak_explicit(&d->anchor, &a,
-                                                  cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
-                                                  memory_order_relaxed, memory_order_relaxed)) {
     }
+    return false;
 }
 
 /* ------------------------------------------------------------ trim, lookup */
@@ -389,7 +407,7 @@ static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     if (cls == 0 || cls > CM_NUM_CLASSES || cm_anchor_state(a) != CM_PARTIAL ||
-        cm_anchor_count(a) != cm_class_info[cls].max_count ||
+        cm_anchor_count(a) != carved_of(d) ||
         (min_age_ns && now - atomic_load_explicit(&d->idle_since, memory_order_relaxed) < min_age_ns))
         return false;
     CM_TEST_POINT("trim: anchor read");

@@ -92,8 +92,9 @@ static void check_lifecycle(void) {
 
     uint32_t some = max / 2;
     for (uint32_t i = 0; i < some; i++) cm_free(blocks[i]);
-    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && d->local_free != NULL,
-          "local frees go to the local list, not the anchor: state %u count %u", state_of(d), count_of(d));
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && cm_heap_get_default()->bins[cls].head == blocks[some - 1],
+          "local frees of the current superblock go back on the heap's bin, not the anchor: state %u count %u",
+          state_of(d), count_of(d));
     pthread_t t;
     pthread_create(&t, NULL, remote_free, blocks[some]);
     pthread_join(t, NULL);
@@ -103,9 +104,11 @@ static void check_lifecycle(void) {
     CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && d->used == max - some - 1 && d->at == CM_AT_AVAIL,
           "after collect: count %u used %u at %u", count_of(d), d->used, d->at);
     for (uint32_t i = some + 1; i < max; i++) cm_free(blocks[i]);
+    CHECK(state_of(d) == CM_OWNED && d->used == 0 && d->at == CM_AT_AVAIL,
+          "an emptied superblock stays with its heap (one per class) for the next refill");
+    cm_heap_collect(cm_heap_get_default(), 0);
     CHECK(state_of(d) == CM_PARTIAL && count_of(d) == max && atomic_load(&d->heap) == 0,
-          "the last local free gives the superblock back, kept fully free: state %u count %u", state_of(d),
-          count_of(d));
+          "collect gives the empty superblock back, kept fully free: state %u count %u", state_of(d), count_of(d));
 
     cm_stats_t before, after;
     cm_stats_get(&before);
