@@ -31,8 +31,11 @@
  *              superblock's own local free list with no atomic instruction.
  *              Every thread has a default heap (what malloc uses); programs
  *              make more with cm_heap_new. A heap's thread is its owner.
- *  local free list  per owned superblock, blocks freed by the owner thread;
- *              plain loads and stores (descriptor.local_free).
+ *  bin         per heap and class: the free blocks of the current
+ *              superblock, popped by malloc; the default heap's owner pushes
+ *              blocks of that superblock back here when it frees them.
+ *  local free list  per owned superblock, the other blocks its owner thread
+ *              freed; plain loads and stores (descriptor.local_free).
  *  remote free a free by a thread that does not own the superblock: one CAS
  *              pushes the block on the superblock's anchor list, which the
  *              owner takes whole when it runs out of blocks.
