@@ -87,13 +87,8 @@ static void thread_exit(void *arg) {
 
 /* ------------------------------------------------------------ the owner rule */
 
-static void check_owner(const cm_heap_t *h, const char *func) {
-    if (cm_unlikely(h == NULL || !cm_heap_owned_by_me(h)))
-        cm_fatal(func, "heap used by a thread that does not own it (or not a live heap)", h);
-}
-
 static void check_not_default(const cm_heap_t *h, const char *func) {
-    check_owner(h, func);
+    cm_heap_check_owner(h, func);
     if (cm_unlikely(h == cm_thread.heap)) cm_fatal(func, "the default heap cannot be deleted or destroyed", h);
 }
 
@@ -123,22 +118,22 @@ cm_heap_t *cm_heap_new(void) {
 }
 
 void *cm_heap_malloc(cm_heap_t *h, size_t size) {
-    check_owner(h, "cm_heap_malloc");
+    cm_heap_check_owner(h, "cm_heap_malloc");
     return cm_heap_malloc_inline(h, size);
 }
 
 void *cm_heap_calloc(cm_heap_t *h, size_t count, size_t size) {
-    check_owner(h, "cm_heap_calloc");
+    cm_heap_check_owner(h, "cm_heap_calloc");
     return cm_heap_calloc_inline(h, count, size);
 }
 
 void *cm_heap_aligned_alloc(cm_heap_t *h, size_t align, size_t size) {
-    check_owner(h, "cm_heap_aligned_alloc");
+    cm_heap_check_owner(h, "cm_heap_aligned_alloc");
     return cm_heap_aligned_alloc_in(h, align, size);
 }
 
 void *cm_heap_realloc(cm_heap_t *h, void *p, size_t size) {
-    check_owner(h, "cm_heap_realloc");
+    cm_heap_check_owner(h, "cm_heap_realloc");
     return cm_heap_realloc_in(h, p, size);
 }
 
@@ -183,7 +178,7 @@ void cm_heap_destroy(cm_heap_t *h) {
 }
 
 void cm_heap_collect(cm_heap_t *h, int force) {
-    check_owner(h, "cm_heap_collect");
+    cm_heap_check_owner(h, "cm_heap_collect");
     cm_heap_collect_owned(h);
     if (force) {
         cm_pool_trim();

@@ -43,7 +43,10 @@ static void list_unlink(uint32_t *list, cm_desc_t *d) {
     d->at = CM_AT_NONE;
 }
 
-bool cm_heap_owned_by_me(const cm_heap_t *h) { return h->thread == cm_thread.ref; }
+void cm_heap_check_owner(const cm_heap_t *h, const char *func) {
+    if (cm_unlikely(h == NULL || h->thread != cm_thread.ref))
+        cm_fatal(func, "heap used by a thread that does not own it (or not a live heap)", h);
+}
 
 /* ------------------------------------------------------------ a superblock's lists */
 
@@ -81,14 +84,13 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
     if (!bin->cur) return;
     cm_desc_t *d = desc(bin->cur);
     void *tail = NULL;
-    uint32_t in_bin = list_length(bin->head, &tail);
+    list_length(bin->head, &tail);
     if (tail) {
         cm_block_set_next(tail, d->local_free);
         d->local_free = bin->head;
     }
     void *ignored;
     d->used = carved_of(d) - list_length(d->local_free, &ignored);
-    (void)in_bin;
     bin->head = NULL;
     bin->cur = 0;
     list_push(&bin->avail, d, CM_AT_AVAIL);
@@ -406,30 +408,32 @@ static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
 
 /* ------------------------------------------------------------ a heap as a whole */
 
-void cm_heap_collect_owned(cm_heap_t *h) {
+void cm_heap_gather(cm_heap_t *h) {
     cm_heap_drain_mailbox(h);
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         settle_current(h, c);
+        for (uint32_t r = h->bins[c].avail; r; r = desc(r)->link) take_remote_into_local(h, desc(r));
+    }
+    for (uint32_t r = h->parked, next; r; r = next) {
+        next = desc(r)->link;
+        take_remote_into_local(h, desc(r));
+    }
+    sweep_zombies(h);
+}
+
+/* Gathered, every superblock with all its blocks free is on avail: back to the pool. */
+void cm_heap_collect_owned(cm_heap_t *h) {
+    cm_heap_gather(h);
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         for (uint32_t r = h->bins[c].avail, next; r; r = next) {
             cm_desc_t *d = desc(r);
             next = d->link;
-            take_remote_into_local(h, d);
             if (d->used == 0) {
                 list_unlink(&h->bins[c].avail, d);
                 give_up(d);
             }
         }
     }
-    for (uint32_t r = h->parked, next; r; r = next) {
-        cm_desc_t *d = desc(r);
-        next = d->link;
-        take_remote_into_local(h, d);
-        if (d->at == CM_AT_AVAIL && d->used == 0) {
-            list_unlink(&h->bins[class_of(d)].avail, d);
-            give_up(d);
-        }
-    }
-    sweep_zombies(h);
 }
 
 void cm_heap_abandon(cm_heap_t *h) {
@@ -468,17 +472,4 @@ void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
         list_push(&to->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }
     while (h->large) large_leave(h, desc(h->large), to);
-}
-
-void cm_heap_gather(cm_heap_t *h) {
-    cm_heap_drain_mailbox(h);
-    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
-        settle_current(h, c);
-        for (uint32_t r = h->bins[c].avail; r; r = desc(r)->link) take_remote_into_local(h, desc(r));
-    }
-    for (uint32_t r = h->parked, next; r; r = next) {
-        next = desc(r)->link;
-        take_remote_into_local(h, desc(r));
-    }
-    sweep_zombies(h);
 }

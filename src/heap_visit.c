@@ -35,8 +35,7 @@ static int visit_list(uint32_t r, cm_block_visitor fn, void *arg) {
 }
 
 int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
-    if (cm_unlikely(h == NULL || !cm_heap_owned_by_me(h)))
-        cm_fatal("cm_heap_visit", "heap used by a thread that does not own it (or not a live heap)", h);
+    cm_heap_check_owner(h, "cm_heap_visit");
     cm_heap_gather(h);
     int rc;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++)

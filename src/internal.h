@@ -544,7 +544,8 @@ CM_HIDDEN CM_NOINLINE void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, boo
 CM_HIDDEN CM_NOINLINE void cm_free_small_slow(void *p, cm_desc_t *d);
 CM_HIDDEN void *cm_heap_large_alloc(cm_heap_t *h, size_t size, size_t align, bool zero);
 CM_HIDDEN void cm_free_large(cm_desc_t *d);
-CM_HIDDEN bool cm_heap_owned_by_me(const cm_heap_t *h);
+/* Abort, naming func, unless the calling thread owns h (the owner rule). */
+CM_HIDDEN void cm_heap_check_owner(const cm_heap_t *h, const char *func);
 /* Give back whatever h holds unused: its fully free superblocks go to the pool. */
 CM_HIDDEN void cm_heap_collect_owned(cm_heap_t *h);
 /* Bring every free block of h onto its superblocks' local lists (none
