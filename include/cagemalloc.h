@@ -134,6 +134,67 @@ typedef int (*cm_block_visitor)(void *block, size_t usable_size, void *arg);
 CM_API int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg);
 
 /* ------------------------------------------------------------------------
+ * The cage: 32-bit compressed references (Oilpan's pointer compression).
+ *
+ * One reservation of 2^(31 + S) bytes (S = CAGEMALLOC_CAGE_SHIFT, fixed when
+ * the library is built: 1 gives 4 GiB, 2 gives 8 GiB, 3 gives 16 GiB),
+ * placed so that every address inside it has bit 31 + S set. A pointer into
+ * the cage compresses to 32 bits, p >> S, whose top bit is then set; it
+ * decompresses with a sign extension, a shift and one AND with cm_cage_base,
+ * with no branch. NULL compresses to 0 and CM_SENTINEL to 1, and both come
+ * back unchanged, before the cage exists too.
+ *
+ * The cage is reserved at its first use without committing memory; its
+ * superblocks are committed as they are needed and returned as they empty.
+ * Cage blocks come from heaps inside the cage (each thread has a default
+ * cage heap; cm_heap_new_in_cage makes more, with the owner rule of every
+ * heap), through the same lock-free fast paths as malloc. free, cm_free,
+ * realloc and malloc_usable_size take cage blocks; realloc (and
+ * cm_cage_realloc) of a cage block gives a cage block. When the cage is
+ * full, the cm_cage_ functions give NULL with errno ENOMEM: never a block
+ * outside the cage.
+ * A program built against this header must use the S the library was built
+ * with: the name of cm_cage_base carries S, so a mismatch fails to link.
+ * ---------------------------------------------------------------------- */
+#ifndef CAGEMALLOC_CAGE_SHIFT
+#define CAGEMALLOC_CAGE_SHIFT 1
+#endif
+#if CAGEMALLOC_CAGE_SHIFT < 1 || CAGEMALLOC_CAGE_SHIFT > 3
+#error "CAGEMALLOC_CAGE_SHIFT must be 1, 2 or 3 (a 4, 8 or 16 GiB cage)"
+#endif
+#define CM_CAGE_SIZE ((uintptr_t)1 << (31 + CAGEMALLOC_CAGE_SHIFT))
+/* The pointer that compresses to 1: a non-null "no object" marker. */
+#define CM_SENTINEL ((void *)((uintptr_t)1 << CAGEMALLOC_CAGE_SHIFT))
+
+#define CM_CAGE_JOIN_(a, b) a##b
+#define CM_CAGE_JOIN(a, b) CM_CAGE_JOIN_(a, b)
+#define cm_cage_base CM_CAGE_JOIN(cm_cage_base_shift, CAGEMALLOC_CAGE_SHIFT)
+/* The cage's start with its low 31 + S bits set; only those low bits until
+ * the cage exists. Written once, when the cage is made. */
+CM_API extern uintptr_t cm_cage_base;
+
+static inline uint32_t cm_compress(const void *p) {
+    return (uint32_t)((uintptr_t)p >> CAGEMALLOC_CAGE_SHIFT);
+}
+static inline void *cm_decompress(uint32_t c) {
+    return (void *)(((uintptr_t)(intptr_t)(int32_t)c << CAGEMALLOC_CAGE_SHIFT) & cm_cage_base);
+}
+
+/* As malloc, calloc, realloc and aligned_alloc, inside the cage, from the
+ * calling thread's default cage heap. cm_cage_realloc(p, n) moves p into
+ * the cage if it is not there. NULL with errno ENOMEM when the cage is full
+ * or cannot be reserved. */
+CM_API CM_MALLOC_ATTRS void *cm_cage_malloc(size_t size);
+CM_API CM_MALLOC_ATTRS void *cm_cage_calloc(size_t count, size_t size);
+CM_API void *cm_cage_realloc(void *p, size_t size);
+CM_API CM_MALLOC_ATTRS void *cm_cage_aligned_alloc(size_t alignment, size_t size);
+/* A new empty heap inside the cage, owned by the calling thread (all cage
+ * heaps share the one cage); NULL with errno ENOMEM. */
+CM_API cm_heap_t *cm_heap_new_in_cage(void);
+/* 1 if p points into the cage's reservation, 0 otherwise. */
+CM_API int cm_in_cage(const void *p);
+
+/* ------------------------------------------------------------------------
  * Class space: narrow class pointers (OpenJDK Lilliput's idea).
  *
  * Class metadata lives in one reservation of 2^range bytes whose blocks are

@@ -81,7 +81,7 @@ void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size) {
 void *cm_impl_calloc(size_t count, size_t size) { return cm_heap_calloc_inline(cm_my_heap(), count, size); }
 
 /* realloc in heap h; in_h: the result must be in h (cm_heap_realloc), else
- * a block that fits stays where it is, whatever heap holds it. */
+ * a block that fits stays where it is, whatever heap of h's space holds it. */
 static void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_h) {
     if (p == NULL) return cm_heap_malloc_inline(h, size);
     if (size == 0) {
@@ -90,7 +90,7 @@ static void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_h) {
     }
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "realloc");
-    bool stays = !in_h || cm_heap_contains(h, p);
+    bool stays = in_h ? cm_heap_contains(h, p) : cm_space_of(p) == h->space;
     size_t old_usable;
     if (cls != 0) {
         if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cls);
@@ -116,8 +116,12 @@ static void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_h) {
     return q;
 }
 
-void *cm_impl_realloc(void *p, size_t size) { return realloc_in(cm_my_heap(), p, size, false); }
+/* A cage block stays in the cage. */
+void *cm_impl_realloc(void *p, size_t size) {
+    return realloc_in(cm_space_of(p) == CM_SPACE_CAGE ? cm_thread.cage : cm_my_heap(), p, size, false);
+}
 void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size) { return realloc_in(h, p, size, true); }
+void *cm_realloc_in_space(cm_heap_t *h, void *p, size_t size) { return realloc_in(h, p, size, false); }
 
 static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 

@@ -17,6 +17,8 @@ CM_HIDDEN CM_NOINLINE void cm_free_small(void *p, uint32_t entry);
 CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);
 CM_HIDDEN void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size);
 CM_HIDDEN void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size);
+/* realloc whose result is in h's space (from h if it moves). */
+CM_HIDDEN void *cm_realloc_in_space(cm_heap_t *h, void *p, size_t size);
 
 /* Pop a block of class cls from heap h's bin, refilling if empty. */
 CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {

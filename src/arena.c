@@ -12,7 +12,8 @@
  * and then won its CAS has claimed free units of the chunk that is there now:
  * the address it computes after the CAS is right, so there is no ABA to fear.
  * Per region a bitmap lists the chunks that may have free units, so a claim
- * looks only at those. Nothing here waits: every step is a CAS or a fetch_or. */
+ * looks only at those. Nothing here waits: every step is a CAS or a fetch_or.
+ * Spans of the cage come from the cage's own units (cage.c). */
 #include "internal.h"
 
 #define UNITS_PER_CHUNK (CM_CHUNK_SIZE >> CM_UNIT_SHIFT)
@@ -112,7 +113,8 @@ static char *claim_new_chunk(unsigned n) {
     return chunk;
 }
 
-char *cm_arena_claim(unsigned shift) {
+char *cm_arena_claim(unsigned shift, unsigned space) {
+    if (space == CM_SPACE_CAGE) return cm_cage_claim((size_t)1 << shift, (size_t)1 << shift);
     unsigned n = 1u << (shift - CM_UNIT_SHIFT);
     char *span = claim_listed(n);
     return span ? span : claim_new_chunk(n);
@@ -137,6 +139,10 @@ static bool unmap_if_free(cm_region_t *r, size_t c, uintptr_t chunk) {
 
 /* The span's pages must already be returned (its superblock retired). */
 void cm_arena_release(char *span, unsigned shift) {
+    if (cm_space_of(span) == CM_SPACE_CAGE) {
+        cm_cage_release(span, (size_t)1 << shift);
+        return;
+    }
     unsigned n = 1u << (shift - CM_UNIT_SHIFT);
     uintptr_t a = (uintptr_t)span, chunk = a & ~(CM_CHUNK_SIZE - 1);
     cm_region_t *r = cm_pagemap_region(a);

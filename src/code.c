@@ -257,7 +257,7 @@ static void set_bit(_Atomic uint64_t *map, uint32_t g) {
 }
 
 static void *take_block(code_range_t *r, uint32_t granules) {
-    uint32_t found = cm_runs_claim(&r->free, r->words, granules);
+    uint32_t found = cm_runs_claim(&r->free, r->words, granules, 1);
     if (!found) return NULL;
     uint32_t g = found - 1;
     set_bit(r->ends, g + granules - 1);

@@ -10,11 +10,12 @@
 #include "alloc_inline.h"
 #include "api.h"
 
-__thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec"))) = {&cm_heap_unstarted, CM_NO_THREAD,
-                                                                              CM_THREAD_NEW};
-/* Never allocated from: every bin empty, so a thread's first malloc takes
- * the slow path, which starts the thread. */
-cm_heap_t cm_heap_unstarted;
+__thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec"))) = {
+    &cm_heap_unstarted, &cm_cage_unstarted, CM_NO_THREAD, CM_THREAD_NEW};
+/* Never allocated from: every bin empty, so a thread's first malloc (or
+ * cage allocation) takes the slow path, which starts the thread (or makes
+ * its cage heap). */
+cm_heap_t cm_heap_unstarted, cm_cage_unstarted = {.space = CM_SPACE_CAGE};
 /* Bumped by malloc_trim: each heap collects itself at its next refill. */
 _Atomic uint32_t cm_trim_epoch;
 
@@ -73,6 +74,7 @@ static void thread_list_remove(cm_heap_t *def, cm_heap_t *h) {
 static void thread_exit(void *arg) {
     cm_heap_t *def = arg;
     cm_thread.heap = &cm_heap_unstarted;
+    cm_thread.cage = &cm_cage_unstarted;
     cm_thread.state = CM_THREAD_DEAD;
     while (def->next_of_thread) {
         cm_heap_t *h = cm_heap_record(def->next_of_thread);
@@ -89,7 +91,8 @@ static void thread_exit(void *arg) {
 
 static void check_not_default(const cm_heap_t *h, const char *func) {
     cm_heap_check_owner(h, func);
-    if (cm_unlikely(h == cm_thread.heap)) cm_fatal(func, "the default heap cannot be deleted or destroyed", h);
+    if (cm_unlikely(h == cm_thread.heap || h == cm_thread.cage))
+        cm_fatal(func, "a default heap cannot be deleted or destroyed", h);
 }
 
 /* ------------------------------------------------------------ API */
@@ -103,18 +106,33 @@ cm_heap_t *cm_heap_get_default(void) {
     return cm_thread.heap;
 }
 
-cm_heap_t *cm_heap_new(void) {
+/* A new heap of `space` owned by the calling thread, on its list of heaps. */
+static cm_heap_t *heap_new_in(unsigned space) {
     cm_heap_t *def = cm_heap_get_default();
-    cm_heap_t *h = def ? cm_heap_record_get() : NULL;
+    cm_heap_t *h = def && (space == CM_SPACE_PLAIN || cm_cage_ensure()) ? cm_heap_record_get() : NULL;
     if (!h) {
         errno = ENOMEM;
         return NULL;
     }
     h->thread = def->thread;
+    h->space = (uint8_t)space;
     h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
     h->next_of_thread = def->next_of_thread;
     def->next_of_thread = h->ref;
     return h;
+}
+
+cm_heap_t *cm_heap_new(void) { return heap_new_in(CM_SPACE_PLAIN); }
+cm_heap_t *cm_heap_new_in_cage(void) { return heap_new_in(CM_SPACE_CAGE); }
+
+cm_heap_t *cm_thread_heap(unsigned space) {
+    if (space == CM_SPACE_PLAIN) return cm_heap_get_default();
+    if (cm_thread.cage->ref == 0) {
+        cm_heap_t *h = heap_new_in(CM_SPACE_CAGE);
+        if (!h) return NULL;
+        cm_thread.cage = h;
+    }
+    return cm_thread.cage;
 }
 
 void *cm_heap_malloc(cm_heap_t *h, size_t size) {
@@ -137,12 +155,15 @@ void *cm_heap_realloc(cm_heap_t *h, void *p, size_t size) {
     return cm_heap_realloc_in(h, p, size);
 }
 
+/* The blocks go to the default heap of h's space; if the thread cannot
+ * have a default cage heap, they go to the pool as an exited thread's do. */
 void cm_heap_delete(cm_heap_t *h) {
     check_not_default(h, "cm_heap_delete");
-    cm_heap_t *def = cm_thread.heap;
+    cm_heap_t *to = cm_thread_heap(h->space);
     cm_heap_drain_mailbox(h);
-    cm_heap_move_all(h, def);
-    thread_list_remove(def, h);
+    if (to) cm_heap_move_all(h, to);
+    else cm_heap_abandon(h);
+    thread_list_remove(cm_thread.heap, h);
     cm_heap_record_put(h);
 }
 

@@ -217,9 +217,10 @@ static bool mailbox_pending(cm_heap_t *h) {
 }
 
 void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
-    if (cm_unlikely(h == &cm_heap_unstarted)) {
-        if (!cm_thread_start()) return cm_alloc_unowned(cls, zero);
-        h = cm_thread.heap;
+    if (cm_unlikely(h->ref == 0)) { /* an unstarted record: the thread's first block of its space */
+        cm_heap_t *mine = cm_thread_heap(h->space);
+        if (!mine) return cm_alloc_unowned(cls, zero, h->space);
+        h = mine;
     }
     uint32_t epoch = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
     if (cm_unlikely(h->trim_seen != epoch)) { /* malloc_trim ran in another thread */
@@ -249,7 +250,7 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
             continue;
         }
         if ((++h->refills & 63) == 0) cm_pool_decay();
-        cm_desc_t *d = cm_pool_acquire(cls, h->ref, h->thread);
+        cm_desc_t *d = cm_pool_acquire(cls, h->space, h->ref, h->thread);
         if (!d) {
             errno = ENOMEM;
             return NULL;
@@ -264,9 +265,9 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
 /* One block of class cls for a thread without a heap (past its exit hook,
  * or no record for it): take from the pool, keep one block, give the rest
  * straight back. */
-void *cm_alloc_unowned(unsigned cls, bool zero) {
+void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
     cm_refill_t r;
-    if (!cm_pool_take(cls, &r)) {
+    if (!cm_pool_take(cls, space, &r)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -353,13 +354,16 @@ static void sweep_zombies(cm_heap_t *h) {
 }
 
 void *cm_heap_large_alloc(cm_heap_t *h, size_t size, size_t align, bool zero) {
-    if (h == &cm_heap_unstarted && cm_thread_start()) h = cm_thread.heap;
-    cm_desc_t *d = cm_large_alloc(size, align, zero);
+    if (h->ref == 0) { /* unstarted: the thread's heap of that space, if it can have one */
+        cm_heap_t *mine = cm_thread_heap(h->space);
+        if (mine) h = mine;
+    }
+    cm_desc_t *d = cm_large_alloc(size, align, zero, h->space);
     if (!d) {
         errno = ENOMEM;
         return NULL;
     }
-    if (h != &cm_heap_unstarted) {
+    if (h->ref != 0) {
         if (atomic_load_explicit(&h->zombies, memory_order_relaxed) * 2 > h->large_count) sweep_zombies(h);
         atomic_store_explicit(&d->heap, h->ref, memory_order_relaxed);
         atomic_store_explicit(&d->owner, h->thread, memory_order_relaxed);
@@ -389,10 +393,13 @@ void cm_free_large(cm_desc_t *d) {
 static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
     list_unlink(&h->large, d);
     h->large_count--;
+    if (!to) atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
     uint32_t expect = h->ref;
-    /* relaxed: the CAS only decides who releases what; the remote freer
-     * read the mapping before its own CAS and touches d no more */
-    if (!atomic_compare_exchange_strong_explicit(&d->heap, &expect, to ? to->ref : 0, memory_order_relaxed,
+    /* release: once d has no heap, any thread may free the block and reuse
+     * d; our writes to it (above) happen before that (the freer's load of
+     * d->heap is an acquire). Failing, the remote freer read the mapping
+     * before its own CAS and touches d no more. */
+    if (!atomic_compare_exchange_strong_explicit(&d->heap, &expect, to ? to->ref : 0, memory_order_release,
                                                  memory_order_relaxed)) {
         atomic_fetch_sub_explicit(&h->zombies, 1, memory_order_relaxed);
         cm_desc_release(d);
@@ -401,8 +408,6 @@ static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
     if (to) {
         list_push(&to->large, d, CM_AT_LARGE);
         to->large_count++;
-    } else {
-        atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
     }
 }
 

@@ -39,6 +39,13 @@
  *  remote free a free by a thread that does not own the superblock: one CAS
  *              pushes the block on the superblock's anchor list, which the
  *              owner takes whole when it runs out of blocks.
+ *  cage        one aligned reservation (cage.c) whose addresses compress to
+ *              32 bits (cagemalloc.h). Its 64 KiB units are claimed from a
+ *              bitmap kept in its first unit, by superblocks and large blocks
+ *              of the heaps inside it.
+ *  space       where a superblock or large block lives: the plain address
+ *              space (arena and OS mappings) or the cage. Every heap, and
+ *              each of the pool's stacks, holds blocks of one space only.
  *  pool        the superblocks no heap owns (pool.c): per class lock-free
  *              stacks of PARTIAL superblocks (sharded), fully free ones kept
  *              committed up to a budget. A heap takes a superblock from the
@@ -271,6 +278,7 @@ typedef struct cm_options {
     unsigned klass_range;     /* CAGEMALLOC_KLASS_RANGE (0: default) */
     bool klass_gaps;          /* CAGEMALLOC_KLASS_GAPS: cm_meta_alloc fills class alignment gaps */
     size_t code_range;        /* CAGEMALLOC_CODE_RANGE: bytes of each code range reserved near a module */
+    size_t cage_limit;        /* CAGEMALLOC_CAGE_LIMIT: bytes of the cage used (tests; 0: all) */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
 
@@ -308,11 +316,11 @@ typedef struct cm_refill {
     char *fresh;         /* or: the start of a fresh superblock */
     bool fresh_dirty;
 } cm_refill_t;
-CM_HIDDEN bool cm_pool_take(unsigned cls, cm_refill_t *out);
-/* A superblock of class cls for heap `heap` of thread `owner`, now OWNED by
- * it: a partial one (its free blocks on the anchor list), or a fresh one
- * (carved 0, dirty if taken over); NULL when out of memory. */
-CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner);
+CM_HIDDEN bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out);
+/* A superblock of class cls in `space` for heap `heap` of thread `owner`,
+ * now OWNED by it: a partial one (its free blocks on the anchor list), or a
+ * fresh one (carved 0, dirty if taken over); NULL when out of memory. */
+CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner);
 /* The owner gives d up: the chain head..tail of n blocks (its local list;
  * tail may be NULL when no block of d is out) joins the anchor list, and d
  * becomes FULL, PARTIAL, kept fully free, or retired. Blocks never carved
@@ -338,10 +346,33 @@ CM_HIDDEN bool cm_pool_trim(void);
 CM_HIDDEN void cm_pool_decay(void);
 CM_HIDDEN cm_desc_t *cm_pool_desc_of(const void *p);  /* NULL if not a small block of ours */
 
+/* ---------------------------------------------------------------- spaces, the cage */
+enum { CM_SPACE_PLAIN = 0, CM_SPACE_CAGE = 1, CM_SPACES = 2 };
+#define CM_CAGE_LOW_BITS (CM_CAGE_SIZE - 1)
+/* The space of address p: one OR and a compare with the cage's base (its
+ * low bits are all set, so an address of the cage ORed with them gives the
+ * base). Before the cage exists the base is its low bits alone, which no
+ * address >= CM_CAGE_SIZE gives, and below that no block lies. Relaxed: a
+ * block of the cage reached this thread after the base was written. */
+CM_INLINE unsigned cm_space_of(const void *p) {
+    uintptr_t base = __atomic_load_n(&cm_cage_base, __ATOMIC_RELAXED);
+    return ((uintptr_t)p | CM_CAGE_LOW_BITS) == base && (uintptr_t)p >= CM_CAGE_SIZE;
+}
+/* Reserve the cage if nobody has; false if it cannot be reserved. */
+CM_HIDDEN bool cm_cage_ensure(void);
+/* size bytes (a multiple of 64 KiB) of the cage aligned to align (>= 64
+ * KiB), its memory zero; NULL when the cage has no such run free. */
+CM_HIDDEN char *cm_cage_claim(size_t size, size_t align);
+/* Claim [p, p + size) of the cage; false if any of it is in use. */
+CM_HIDDEN bool cm_cage_claim_at(char *p, size_t size);
+/* Give back [p, p + size) of the cage, whose pages were returned already. */
+CM_HIDDEN void cm_cage_release(char *p, size_t size);
+
 /* ---------------------------------------------------------------- arena */
-/* A span of 2^shift bytes (64 KiB .. 1 MiB) aligned to its size, its page-map
- * entries set to 0; NULL if the OS refuses memory. */
-CM_HIDDEN char *cm_arena_claim(unsigned shift);
+/* A span of 2^shift bytes (64 KiB .. 1 MiB) aligned to its size in `space`,
+ * its page-map entries set to 0; NULL if the OS refuses memory or the cage
+ * is full. */
+CM_HIDDEN char *cm_arena_claim(unsigned shift, unsigned space);
 /* Give back a span whose pages were returned already (decommitted). */
 CM_HIDDEN void cm_arena_release(char *span, unsigned shift);
 /* Unmap every chunk whose units are all free; true if any was. */
@@ -355,9 +386,12 @@ typedef struct cm_runs {
     void *ctx;
     _Atomic uint32_t lowest; /* no set bit below this word (a hint) */
 } cm_runs_t;
-/* The lowest run of n set bits in words [0, words), cleared; returns its
- * first bit + 1, or 0 if there is none. */
-CM_HIDDEN uint32_t cm_runs_claim(cm_runs_t *r, uint32_t words, uint32_t n);
+/* The lowest run of n set bits in words [0, words) that starts at a
+ * multiple of align (a power of two, 1..64), cleared; returns its first
+ * bit + 1, or 0 if there is none. */
+CM_HIDDEN uint32_t cm_runs_claim(cm_runs_t *r, uint32_t words, uint32_t n, uint32_t align);
+/* Clear bits [first, first + n) if all are set; false (nothing taken) if not. */
+CM_HIDDEN bool cm_runs_claim_at(cm_runs_t *r, uint32_t first, uint32_t n);
 /* Set bits [first, first + n) (they must be clear). */
 CM_HIDDEN void cm_runs_free(cm_runs_t *r, uint32_t first, uint32_t n);
 /* len ones from bit at; bit i set where bits i..i+len-1 are all set and i is a multiple of align. */
@@ -463,7 +497,7 @@ CM_INLINE bool cm_block_looks_free(const void *block) {
 }
 
 /* ---------------------------------------------------------------- large blocks */
-CM_HIDDEN cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero);
+CM_HIDDEN cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space);
 CM_HIDDEN void cm_large_free(cm_desc_t *d);
 /* Free a large block owned by a heap of another thread (or by none). */
 CM_HIDDEN void cm_large_free_remote(cm_desc_t *d);
@@ -491,30 +525,35 @@ struct cm_heap {
     uint32_t next_of_thread;   /* the thread's next heap (a list from its default heap) */
     uint32_t refills;          /* paces cm_pool_decay */
     uint32_t trim_seen;        /* cm_trim_epoch when last collected */
+    uint8_t space;             /* CM_SPACE_*: where its blocks live */
     _Atomic uint32_t pool_next;  /* next free record, while in the pool */
     _Atomic uint32_t mailbox[CM_MAILBOX_SLOTS]; /* superblocks unparked by remote frees */
     _Atomic uint32_t overflow;   /* the mailbox was full: scan the parked list */
     _Atomic uint32_t zombies;    /* large blocks freed by other threads, still linked */
 };
 
-/* A zeroed record of ref != 0, or NULL (no memory, or all records in use). */
+/* A zeroed record of ref != 0 (space CM_SPACE_PLAIN), or NULL (no memory,
+ * or all records in use). */
 CM_HIDDEN cm_heap_t *cm_heap_record_get(void);
 CM_HIDDEN void cm_heap_record_put(cm_heap_t *h);
 CM_HIDDEN cm_heap_t *cm_heap_record(uint32_t ref);  /* NULL if no such record */
 
 /* Per thread, in initial-exec TLS (kept small: glibc's static TLS surplus
  * for dlopen is about 1.6 KiB). Before the thread starts and after its exit
- * hook, heap is the never-usable cm_heap_unstarted, so the fast paths need
- * no state test: every bin is empty and no superblock has owner CM_NO_THREAD. */
+ * hook, heap is the never-usable cm_heap_unstarted (and cage, before the
+ * thread's first cage allocation, cm_cage_unstarted), so the fast paths need
+ * no state test: every bin is empty and no superblock has owner CM_NO_THREAD.
+ * The unstarted records have ref 0, which no real heap has. */
 typedef struct cm_thread {
     cm_heap_t *heap;   /* the default heap */
+    cm_heap_t *cage;   /* the default cage heap */
     uint32_t ref;      /* heap->ref, or CM_NO_THREAD */
     int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
 } cm_thread_t;
 enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };
 #define CM_NO_THREAD UINT32_MAX
 CM_HIDDEN extern __thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec")));
-CM_HIDDEN extern cm_heap_t cm_heap_unstarted;
+CM_HIDDEN extern cm_heap_t cm_heap_unstarted, cm_cage_unstarted;
 CM_HIDDEN extern _Atomic uint32_t cm_trim_epoch;
 
 /* The calling thread's default heap, for the fast paths. */
@@ -560,9 +599,12 @@ CM_HIDDEN void cm_heap_drain_mailbox(cm_heap_t *h);
 CM_HIDDEN void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref);
 /* Start the calling thread; false if it cannot have a heap (dead, or no record). */
 CM_HIDDEN bool cm_thread_start(void);
+/* The calling thread's default heap of `space`, made (and the thread
+ * started) if need be; NULL if it cannot have one. */
+CM_HIDDEN cm_heap_t *cm_thread_heap(unsigned space);
 CM_HIDDEN void cm_thread_global_init(void);
-/* One block of class cls for a thread without a heap, from the pool. */
-CM_HIDDEN void *cm_alloc_unowned(unsigned cls, bool zero);
+/* One block of class cls in `space` for a thread without a heap, from the pool. */
+CM_HIDDEN void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space);
 
 /* ---------------------------------------------------------------- stats */
 typedef struct cm_counters {

@@ -206,7 +206,7 @@ static void slots_free(uint32_t first, uint32_t n) { cm_runs_free(&free_slots, f
  * the bump index are never set, fresh slots are not in the map. */
 static uint32_t claim_free(uint32_t n) {
     uint32_t handed_out = atomic_load_explicit(&bump, memory_order_acquire) - 1;
-    uint32_t found = cm_runs_claim(&free_slots, handed_out ? handed_out / 64 + 1 : 0, n);
+    uint32_t found = cm_runs_claim(&free_slots, handed_out ? handed_out / 64 + 1 : 0, n, 1);
     return found ? found - 1 : 0;
 }
 

@@ -1,10 +1,12 @@
-/* large.c: blocks above the largest size class. Each is its own mapping,
- * aligned to a page-map unit (64 KiB) or to the requested alignment, with a
+/* large.c: blocks above the largest size class. Each is its own mapping
+ * (in the cage: its own run of the cage's units, cage.c), aligned to a
+ * page-map unit (64 KiB) or to the requested alignment, with a
  * descriptor named in the page-map entry of its first unit only (free takes
  * the block's start, and any other pointer into it is invalid anyway: an
  * entry per 64 KiB cost 512 MiB of page map for an 8 TiB block). Mapped
  * without MAP_NORESERVE, so the kernel's overcommit policy refuses what it
- * judges impossible, as it does for glibc. realloc moves pages with mremap.
+ * judges impossible, as it does for glibc. realloc moves pages with mremap
+ * (in the cage: grows into the free units after the block, else copies).
  *
  * Freed mappings are kept in a small cache and reused: mapping and faulting in
  * every large block anew made mimalloc and jemalloc 7x slower than glibc on a
@@ -18,24 +20,38 @@
 #define CACHE_SLOTS 32
 #define SPLIT_MIN ((size_t)1 << 20) /* a reused mapping's excess beyond this is split off */
 
-/* A slot holds {size in units:32, descriptor ref:32}, 0 when free, so a
- * taker can judge the fit without touching a descriptor it does not own. */
+/* A slot holds {in the cage:1, size in units:31, descriptor ref:32}, 0 when
+ * free, so a taker can judge the fit without touching a descriptor it does
+ * not own. */
 static _Atomic uint64_t cache_slots[CACHE_SLOTS];
 static _Atomic uint64_t last_purge_ns;
+#define SLOT_CAGE ((uint64_t)1 << 63)
 
 static uint64_t slot_make(const cm_desc_t *d) {
-    return (uint64_t)(d->map_size >> CM_UNIT_SHIFT) << 32 | cm_desc_ref(d);
+    return (cm_space_of(d->base) == CM_SPACE_CAGE ? SLOT_CAGE : 0) |
+           (uint64_t)(d->map_size >> CM_UNIT_SHIFT) << 32 | cm_desc_ref(d);
 }
-static size_t slot_bytes(uint64_t w) { return (size_t)(w >> 32) << CM_UNIT_SHIFT; }
+static size_t slot_bytes(uint64_t w) { return (size_t)((w & ~SLOT_CAGE) >> 32) << CM_UNIT_SHIFT; }
+static unsigned slot_space(uint64_t w) { return w & SLOT_CAGE ? CM_SPACE_CAGE : CM_SPACE_PLAIN; }
 
 /* The entry of the mapping starting at base. */
 static bool set_entry(const char *base, uint32_t entry) { return cm_pagemap_set((uintptr_t)base, 1, entry); }
 
 static void mark(cm_desc_t *d, unsigned cls) { set_entry(d->base, cm_entry_make(cm_desc_ref(d), cls)); }
 
+/* Give [p, p + size) back: to the OS, or its pages to the OS and its units to the cage. */
+static void unmap_range(char *p, size_t size) {
+    if (cm_space_of(p) == CM_SPACE_CAGE) {
+        cm_os_decommit(p, size);
+        cm_cage_release(p, size);
+    } else {
+        cm_os_unmap(p, size);
+    }
+}
+
 static void release(cm_desc_t *d) {
     set_entry(d->base, 0); /* before the range can be reused */
-    cm_os_unmap(d->base, d->map_size);
+    unmap_range(d->base, d->map_size);
     cm_desc_release(d);
 }
 
@@ -71,15 +87,16 @@ static cm_desc_t *cache_take_slot(unsigned i, uint64_t w) {
     return cm_desc_from_ref((uint32_t)w);
 }
 
-/* The smallest cached mapping of at least `need` bytes, or else the largest
- * smaller one (grown with mremap: only the difference is faulted in anew). */
-static cm_desc_t *cache_take(size_t need, size_t align) {
+/* The smallest cached mapping of `space` of at least `need` bytes, or else
+ * the largest smaller one (grown with mremap: only the difference is
+ * faulted in anew). */
+static cm_desc_t *cache_take(size_t need, size_t align, unsigned space) {
     for (int attempt = 0; attempt < 4; attempt++) {
         unsigned best = CACHE_SLOTS;
         uint64_t best_w = 0;
         for (unsigned i = 0; i < CACHE_SLOTS; i++) {
             uint64_t w = atomic_load_explicit(&cache_slots[i], memory_order_relaxed);
-            if (w == 0) continue;
+            if (w == 0 || slot_space(w) != space) continue;
             size_t have = slot_bytes(w), prev = slot_bytes(best_w);
             bool better = best == CACHE_SLOTS || (have >= need ? prev < need || have < prev : prev < need && have > prev);
             if (better) best = i, best_w = w;
@@ -124,7 +141,7 @@ bool cm_large_trim(void) {
 static size_t round_to_unit(size_t size) { return (size + CM_UNIT_SIZE - 1) & ~(CM_UNIT_SIZE - 1); }
 
 static void shrink(cm_desc_t *d, size_t size) {
-    cm_os_unmap(d->base + size, d->map_size - size);
+    unmap_range(d->base + size, d->map_size - size);
     d->map_size = size;
 }
 
@@ -143,13 +160,18 @@ static void split(cm_desc_t *d, size_t size) {
     if (!cache_put(tail)) release(tail);
 }
 
-static cm_desc_t *map_new(size_t size, size_t align) {
+/* A new range of `space`: a mapping, or units of the cage. */
+static char *range_new(size_t size, size_t align, unsigned space) {
+    return space == CM_SPACE_CAGE ? cm_cage_claim(size, align) : cm_os_map_aligned(size, align);
+}
+
+static cm_desc_t *map_new(size_t size, size_t align, unsigned space) {
     cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
-    d->base = cm_os_map_aligned(size, align);
-    if (!d->base) { /* give the cache back to the OS and try once more */
+    d->base = range_new(size, align, space);
+    if (!d->base) { /* give the cache back (to the OS, or to the cage) and try once more */
         purge_old(true);
-        d->base = cm_os_map_aligned(size, align);
+        d->base = range_new(size, align, space);
     }
     if (!d->base) {
         cm_desc_release(d);
@@ -163,7 +185,10 @@ static cm_desc_t *map_new(size_t size, size_t align) {
  * a new reservation aligned to align. The old range is released by the move,
  * so its page-map entries are cleared before (while it is still ours: once
  * released, another thread may map it and set entries of its own). */
+static void *grow_in_cage(cm_desc_t *d, size_t size, size_t align);
+
 static void *grow(cm_desc_t *d, size_t size, size_t align) {
+    if (cm_space_of(d->base) == CM_SPACE_CAGE) return grow_in_cage(d, size, align);
     if (cm_os_grow_in_place(d->base, d->map_size, size)) {
         d->map_size = size;
         return d->base;
@@ -185,11 +210,33 @@ static void *grow(cm_desc_t *d, size_t size, size_t align) {
     return NULL;
 }
 
-cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero) {
+/* The cage's version: into the free units that follow, else to a new run
+ * of units with the contents copied (the cage has no mremap). */
+static void *grow_in_cage(cm_desc_t *d, size_t size, size_t align) {
+    if (cm_cage_claim_at(d->base + d->map_size, size - d->map_size)) {
+        d->map_size = size;
+        return d->base;
+    }
+    char *target = cm_cage_claim(size, align);
+    if (!target) return NULL;
+    uint32_t entry = cm_pagemap_get((uintptr_t)d->base);
+    if (!set_entry(target, entry)) {
+        unmap_range(target, size);
+        return NULL;
+    }
+    memcpy(target, d->base, d->map_size);
+    set_entry(d->base, 0);
+    unmap_range(d->base, d->map_size);
+    d->base = target;
+    d->map_size = size;
+    return target;
+}
+
+cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) {
     size_t need = round_to_unit(size);
     if (align < CM_UNIT_SIZE) align = CM_UNIT_SIZE;
     purge_old(false);
-    cm_desc_t *d = cache_take(need, align);
+    cm_desc_t *d = cache_take(need, align, space);
     if (d) {
         size_t reused = d->map_size < size ? d->map_size : size;
         /* a reused mapping is handed out whole unless it is over 8x the need:
@@ -204,7 +251,7 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero) {
             memset(d->base, 0, reused); /* the rest is fresh from the kernel */
         }
     }
-    if (!d && !(d = map_new(need, align))) return NULL;
+    if (!d && !(d = map_new(need, align, space))) return NULL;
     atomic_store_explicit(&d->size_class, (uint8_t)CM_CLASS_LARGE, memory_order_relaxed);
     if (!set_entry(d->base, cm_entry_make(cm_desc_ref(d), CM_CLASS_LARGE))) {
         release(d);
@@ -231,9 +278,11 @@ void cm_large_free(cm_desc_t *d) {
 void cm_large_free_remote(cm_desc_t *d) {
     char *base = d->base;
     size_t size = d->map_size;
-    uint32_t h = atomic_load_explicit(&d->heap, memory_order_relaxed);
-    /* relaxed: the CAS decides who releases the descriptor; the mapping
-     * itself was published to us with the pointer being freed */
+    /* acquire: pairs with the release of a heap letting d go (heap 0), so
+     * its last writes to d happen before we release d for reuse. The CAS
+     * decides who releases the descriptor; the mapping itself was
+     * published to us with the pointer being freed. */
+    uint32_t h = atomic_load_explicit(&d->heap, memory_order_acquire);
     while (h != 0) {
         if (h == CM_HEAP_ZOMBIE) cm_fatal("free", "double free", base);
         if (!atomic_compare_exchange_weak_explicit(&d->heap, &h, CM_HEAP_ZOMBIE, memory_order_relaxed,
@@ -251,7 +300,7 @@ void cm_large_free_remote(cm_desc_t *d) {
             cm_uncount(&cm_counters.large_live, size);
             cm_uncount(&cm_counters.large_count, 1);
             set_entry(base, 0);
-            cm_os_unmap(base, size);
+            unmap_range(base, size);
         }
         if (owner) atomic_fetch_add_explicit(&owner->zombies, 1, memory_order_relaxed);
         return;

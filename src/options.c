@@ -8,7 +8,7 @@
 
 #define DEFAULT_OPTIONS                                                                            \
     {.show_stats = false, .verbose = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
-     .decay_ns = 1000ull * 1000000ull, .klass_shift = 0, .klass_range = 0, .klass_gaps = true, .code_range = 64u << 20}
+     .decay_ns = 1000ull * 1000000ull, .klass_shift = 0, .klass_range = 0, .klass_gaps = true, .code_range = 64u << 20, .cage_limit = 0}
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
 
@@ -57,6 +57,7 @@ void cm_options_load(void) {
     o.klass_range = (unsigned)env_size("CAGEMALLOC_KLASS_RANGE", 0);
     o.klass_gaps = env_flag("CAGEMALLOC_KLASS_GAPS", true);
     o.code_range = env_size("CAGEMALLOC_CODE_RANGE", o.code_range);
+    o.cage_limit = env_size("CAGEMALLOC_CAGE_LIMIT", 0);
     SET_ONCE(cm_options.show_stats, d.show_stats, o.show_stats);
     SET_ONCE(cm_options.verbose, d.verbose, o.verbose);
     SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
@@ -66,6 +67,7 @@ void cm_options_load(void) {
     SET_ONCE(cm_options.klass_range, d.klass_range, o.klass_range);
     SET_ONCE(cm_options.klass_gaps, d.klass_gaps, o.klass_gaps);
     SET_ONCE(cm_options.code_range, d.code_range, o.code_range);
+    SET_ONCE(cm_options.cage_limit, d.cage_limit, o.cage_limit);
 #if CM_HARDENING
     SET_ONCE(cm_harden, true, env_flag("CAGEMALLOC_HARDEN", true)); /* read on hot paths: a plain bool */
 #endif

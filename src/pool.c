@@ -2,7 +2,7 @@
  * of a superblock's anchor: a heap acquiring one, parking it, taking its
  * remote frees, releasing it; remote frees; retiring and decay.
  *
- * Per size class, lock-free stacks of PARTIAL superblocks. A superblock's
+ * Per space and size class, lock-free stacks of PARTIAL superblocks. A superblock's
  * span comes from the arena (arena.c) when it is made and goes back there
  * when it retires, for a superblock of any size to reuse; its descriptor
  * then goes back to the descriptor pool, at once or, if it still sits on a
@@ -17,11 +17,11 @@
  * other's superblocks. Nothing is private: any thread may take any shard. */
 #define PARTIAL_SHARDS 4
 #define DECAY_SCAN 4096 /* descriptors one decay pass looks at: bounded work inside a malloc */
-static cm_desc_stack_t partial[CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
+static cm_desc_stack_t partial[CM_SPACES][CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
 /* All relaxed: budgets, counts and timestamps that only steer policy (keep
  * or retire, scan or not, where to look); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
-static _Atomic int32_t kept_in_class[CM_NUM_CLASSES + 1]; /* of which per class: where take-over looks */
+static _Atomic int32_t kept_in_class[CM_SPACES][CM_NUM_CLASSES + 1]; /* of which per class: where take-over looks */
 static _Atomic uint64_t last_decay_ns;                  /* when cm_pool_decay last scanned */
 static _Atomic uint32_t decay_cursor;                   /* where the next decay pass starts */
 
@@ -37,6 +37,10 @@ static void *block_at(const cm_desc_t *d, uint32_t idx) {
     return d->base + (size_t)idx * cm_class_info[class_of(d)].block_size;
 }
 static unsigned shard_of(uint32_t thread) { return thread % PARTIAL_SHARDS; }
+/* The partial stack d goes on when given back by thread `thread`. */
+static cm_desc_stack_t *stack_for(const cm_desc_t *d, uint32_t thread) {
+    return &partial[cm_space_of(d->base)][class_of(d)][shard_of(thread)];
+}
 
 static uint32_t block_index(const cm_desc_t *d, const void *p) {
     uint64_t off = (uint64_t)((const char *)p - d->base);
@@ -60,13 +64,14 @@ static void assign_class(cm_desc_t *d, unsigned cls, unsigned state) {
     atomic_fetch_add_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
 }
 
-/* A descriptor from the pool and a span from the arena; NULL when either
- * runs out (the OS refuses memory, or the descriptor cap is reached). */
-static cm_desc_t *new_superblock(unsigned cls, unsigned state) {
+/* A descriptor from the pool and a span of `space` from the arena; NULL
+ * when either runs out (the OS refuses memory, the cage is full, or the
+ * descriptor cap is reached). */
+static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space) {
     cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
     unsigned shift = cm_class_info[cls].span_shift;
-    d->base = cm_arena_claim(shift);
+    d->base = cm_arena_claim(shift, space);
     if (!d->base) {
         cm_desc_release(d);
         return NULL;
@@ -118,7 +123,7 @@ static bool keep_empty(size_t bytes) {
 /* A kept superblock of class cls stops being kept (taken, or retired). */
 static void unkeep(cm_desc_t *d, unsigned cls) {
     atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
-    atomic_fetch_sub_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&kept_in_class[cm_space_of(d->base)][cls], 1, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ taking from the pool */
@@ -163,14 +168,14 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
  * between classes kept both the empty superblocks of the old classes and new
  * ones for the new (RSS +80% on a mixed-size run), or, retiring them at once,
  * faulted pages in again. Classes with none kept are not touched. */
-static cm_desc_t *take_over_empty(unsigned cls, unsigned state) {
+static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) {
     unsigned shift = cm_class_info[cls].span_shift;
     for (unsigned other = 1; other <= CM_NUM_CLASSES; other++) {
         if (other == cls || cm_class_info[other].span_shift != shift ||
-            atomic_load_explicit(&kept_in_class[other], memory_order_relaxed) <= 0)
+            atomic_load_explicit(&kept_in_class[space][other], memory_order_relaxed) <= 0)
             continue;
         for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
-            cm_desc_t *d = cm_desc_stack_pop(&partial[other][s]);
+            cm_desc_t *d = cm_desc_stack_pop(&partial[space][other][s]);
             if (!d) continue;
             CM_TEST_POINT("take over: popped another class's superblock");
             cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
@@ -193,7 +198,7 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state) {
                                                                memory_order_acquire, memory_order_acquire))
                         continue;
                 } else {
-                    cm_desc_stack_push(&partial[other][s], d); /* in use: put it back */
+                    cm_desc_stack_push(&partial[space][other][s], d); /* in use: put it back */
                 }
                 break;
             }
@@ -202,11 +207,11 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state) {
     return NULL;
 }
 
-/* A partial superblock of class cls moved to `to`, looking at the shard of
- * `thread` first; NULL if there is none. */
-static cm_desc_t *pop_partial(unsigned cls, uint32_t thread, unsigned to, cm_anchor_t *had) {
+/* A partial superblock of class cls in `space` moved to `to`, looking at
+ * the shard of `thread` first; NULL if there is none. */
+static cm_desc_t *pop_partial(unsigned cls, unsigned space, uint32_t thread, unsigned to, cm_anchor_t *had) {
     for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
-        cm_desc_stack_t *shard = &partial[cls][(thread + i) % PARTIAL_SHARDS];
+        cm_desc_stack_t *shard = &partial[space][cls][(thread + i) % PARTIAL_SHARDS];
         cm_desc_t *d;
         while ((d = cm_desc_stack_pop(shard)) != NULL)
             if ((*had = take_partial(d, cls, to)) != 0) return d;
@@ -214,18 +219,18 @@ static cm_desc_t *pop_partial(unsigned cls, uint32_t thread, unsigned to, cm_anc
     return NULL;
 }
 
-bool cm_pool_take(unsigned cls, cm_refill_t *out) {
+bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     out->chain = NULL, out->count = 0, out->fresh = NULL, out->fresh_dirty = false;
     cm_anchor_t a;
-    cm_desc_t *d = pop_partial(cls, 0, CM_FULL, &a);
+    cm_desc_t *d = pop_partial(cls, space, 0, CM_FULL, &a);
     if (d) {
         out->chain = block_at(d, cm_anchor_avail(a));
         out->count = cm_anchor_count(a);
         return true;
     }
-    d = take_over_empty(cls, CM_FULL);
+    d = take_over_empty(cls, CM_FULL, space);
     out->fresh_dirty = d != NULL;
-    if (!d) d = new_superblock(cls, CM_FULL);
+    if (!d) d = new_superblock(cls, CM_FULL, space);
     if (!d) return false;
     /* no heap owns it: every block counts as carved (the caller carves them all) */
     atomic_store_explicit(&d->carved, cm_class_info[cls].max_count, memory_order_relaxed);
@@ -233,16 +238,16 @@ bool cm_pool_take(unsigned cls, cm_refill_t *out) {
     return true;
 }
 
-cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner) {
+cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner) {
     cm_anchor_t a;
-    cm_desc_t *d = pop_partial(cls, owner, CM_OWNED, &a);
+    cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, &a);
     if (d) {
         d->used = carved_of(d); /* its free blocks wait on the anchor list */
         d->dirty = 1;
     } else {
-        d = take_over_empty(cls, CM_OWNED);
+        d = take_over_empty(cls, CM_OWNED, space);
         bool dirty = d != NULL;
-        if (!d && !(d = new_superblock(cls, CM_OWNED))) return NULL;
+        if (!d && !(d = new_superblock(cls, CM_OWNED, space))) return NULL;
         d->dirty = dirty;
         d->used = 0;
     }
@@ -264,7 +269,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, uint32_t heap, uint32_t owner) {
  * no heap owns. A superblock no heap owns whose every block is free is
  * kept committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
-    unsigned cls = class_of(d);
+    unsigned cls = class_of(d), space = cm_space_of(d->base);
     uint32_t head_idx = n ? block_index(d, head) : 0;
     /* acquire (and on a failed CAS): carved, read after it, is as the last
      * owner left it when d has none now */
@@ -302,7 +307,7 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
             kept = false;
         }
     }
-    if (kept) atomic_fetch_add_explicit(&kept_in_class[cls], 1, memory_order_relaxed);
+    if (kept) atomic_fetch_add_explicit(&kept_in_class[space][cls], 1, memory_order_relaxed);
     *now = new;
     return old;
 }
@@ -335,7 +340,7 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         retire(d, was == CM_PARTIAL);
     } else if (was == CM_FULL) {
         /* only the FULL -> PARTIAL transition pushes, onto the shard of the freeing thread */
-        cm_desc_stack_push(&partial[class_of(d)][shard_of(cm_thread.ref)], d);
+        cm_desc_stack_push(stack_for(d, cm_thread.ref), d);
     }
 }
 
@@ -347,7 +352,7 @@ void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     cm_anchor_t new;
     give_back(d, head, tail, n, true, &new);
     if (cm_anchor_state(new) == CM_RETIRING) retire(d, false);
-    else if (cm_anchor_state(new) == CM_PARTIAL) cm_desc_stack_push(&partial[class_of(d)][shard_of(owner)], d);
+    else if (cm_anchor_state(new) == CM_PARTIAL) cm_desc_stack_push(stack_for(d, owner), d);
 }
 
 void cm_pool_discard(cm_desc_t *d) {

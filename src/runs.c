@@ -2,7 +2,8 @@
  * (runs may cross words), claimed with one CAS per word and undone if a
  * word was taken meanwhile, freed with one fetch_or per word. A hint keeps
  * searches from rescanning the full words at the bottom. Used by the class
- * space (slots) and the code space (granules of code); the bitmap's words
+ * space (slots), the code space (granules of code) and the cage (64 KiB
+ * units, runs aligned to their size for superblocks); the bitmap's words
  * are reached through the owner's accessor, as they may live in leaves
  * mapped on demand. Nothing waits: a failed CAS means another thread took
  * bits, and the search goes on. */
@@ -44,7 +45,7 @@ void cm_runs_free(cm_runs_t *r, uint32_t first, uint32_t n) {
 }
 
 /* Take bits [start, start + n), or give back what was taken and fail. */
-static bool claim_range(cm_runs_t *r, uint32_t start, uint32_t n) {
+bool cm_runs_claim_at(cm_runs_t *r, uint32_t start, uint32_t n) {
     for (uint32_t b = start; b < start + n;) {
         unsigned at = b & 63, len = start + n - b < 64 - at ? start + n - b : 64 - at;
         _Atomic uint64_t *word = r->word(r->ctx, b / 64);
@@ -64,7 +65,8 @@ static bool claim_range(cm_runs_t *r, uint32_t start, uint32_t n) {
 
 /* The lowest run of n set bits in words [from, words); its first bit + 1,
  * or 0. *first_seen: the first word with a set bit. */
-static uint32_t find_run(const cm_runs_t *r, uint32_t from, uint32_t words, uint32_t n, uint32_t *first_seen) {
+static uint32_t find_run(const cm_runs_t *r, uint32_t from, uint32_t words, uint32_t n, uint32_t align,
+                         uint32_t *first_seen) {
     uint32_t run_start = 0, run_len = 0; /* the run reaching the top of the previous word */
     for (uint32_t w = from; w < words; w++) {
         uint64_t x = load_word(r, w);
@@ -75,20 +77,23 @@ static uint32_t find_run(const cm_runs_t *r, uint32_t from, uint32_t words, uint
             continue;
         }
         if (run_len && run_len + (unsigned)__builtin_ctzll(~x) >= n) return run_start + 1;
-        uint64_t inside = n <= 64 ? cm_bits_runs(x, n, 1) : 0;
+        uint64_t inside = n <= 64 ? cm_bits_runs(x, n, align) : 0;
         if (inside) return w * 64 + (uint32_t)__builtin_ctzll(inside) + 1;
         run_len = (uint32_t)__builtin_clzll(~x); /* set bits at the top of this word */
         run_start = w * 64 + 64 - run_len;
+        uint32_t skip = (0u - run_start) & (align - 1); /* to the first aligned bit of that run */
+        run_len = run_len > skip ? run_len - skip : 0;
+        run_start += skip;
     }
     return 0;
 }
 
-uint32_t cm_runs_claim(cm_runs_t *r, uint32_t words, uint32_t n) {
+uint32_t cm_runs_claim(cm_runs_t *r, uint32_t words, uint32_t n, uint32_t align) {
     uint32_t from = atomic_load_explicit(&r->lowest, memory_order_relaxed), first_seen = UINT32_MAX;
     for (uint32_t at = from;;) {
-        uint32_t found = find_run(r, at, words, n, &first_seen);
+        uint32_t found = find_run(r, at, words, n, align, &first_seen);
         if (!found) break;
-        if (claim_range(r, found - 1, n)) return found;
+        if (cm_runs_claim_at(r, found - 1, n)) return found;
         at = (found - 1) / 64; /* taken meanwhile: look again from there */
     }
     /* nothing free below first_seen: raise the hint, unless a free lowered it */

@@ -43,7 +43,12 @@ done
 # Also allowed: cm_ functions declared in the public headers, and
 # linker-defined symbols.
 public_cm=$( (grep -rhoE '\bcm_[A-Za-z0-9_]+[[:space:]]*\(' "$CM_SOURCE/include" | sed 's/[[:space:](]//g';
-  grep -rhoE '^CM_API extern [^;]*\bcm_[A-Za-z0-9_]+;' "$CM_SOURCE/include" | grep -oE 'cm_[A-Za-z0-9_]+;$' | tr -d ';') \
+  grep -rhoE '^CM_API extern [^;]*\bcm_[A-Za-z0-9_]+;' "$CM_SOURCE/include" | grep -oE 'cm_[A-Za-z0-9_]+;$' | tr -d ';';
+  # names the header spells with the cage shift appended (cm_cage_base)
+  for shift in 1 2 3; do
+    grep -rhoE '^#define cm_[A-Za-z0-9_]+ CM_CAGE_JOIN\(cm_[A-Za-z0-9_]+,' "$CM_SOURCE/include" |
+      sed -E "s/.*JOIN\((cm_[A-Za-z0-9_]+),/\1$shift/"
+  done) \
   | sort -u)
 allowed=$(printf '%s\n' $libc_api $cxx_api $public_cm \
   _init _fini _edata _end __bss_start | sort -u)

@@ -90,7 +90,7 @@ static void check_decay_bound(void) {
     unsigned cls = 1; /* 16 B blocks, 64 KiB spans: nothing is touched until carved */
     for (int i = 0; i < 6000; i++) {
         cm_refill_t r;
-        CHECK(cm_pool_take(cls, &r), "take");
+        CHECK(cm_pool_take(cls, CM_SPACE_PLAIN, &r), "take");
     }
     CHECK(cm_desc_count() > 6000, "descriptors made");
     /* one kept superblock, so decay has something to look for */
@@ -133,7 +133,7 @@ static void check_take_over_looks_only_at_kept(void) {
     hook_hits = 0;
     cm_test_hook = count_point;
     cm_refill_t r;
-    CHECK(cm_pool_take(b, &r), "take of class b");
+    CHECK(cm_pool_take(b, CM_SPACE_PLAIN, &r), "take of class b");
     cm_test_hook = NULL;
     CHECK(hook_hits == 0, "a refill miss popped %u superblocks of classes with none kept", hook_hits);
     cm_free(y);

@@ -129,7 +129,7 @@ static void check_span_reuse_across_classes(void) {
     CHECK(cm_class_info[a].span_shift == cm_class_info[b].span_shift, "test needs two classes of one span size");
     cm_options.empty_keep = 0; /* retire superblocks as soon as they are fully free */
     cm_refill_t r;
-    CHECK(cm_pool_take(a, &r) && r.fresh, "a fresh superblock no heap owns");
+    CHECK(cm_pool_take(a, CM_SPACE_PLAIN, &r) && r.fresh, "a fresh superblock no heap owns");
     cm_desc_t *d = cm_pool_desc_of(r.fresh);
     /* all blocks come back in one batch while FULL (on no list): FULL -> RETIRING,
      * then the span goes back to the arena and the descriptor to the pool */

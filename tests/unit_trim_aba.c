@@ -33,7 +33,7 @@ static void interleave(const char *point) {
     if (strcmp(point, "trim: anchor read") != 0 || paused) return;
     paused = 1;
     cm_refill_t r;
-    CHECK(cm_pool_take(class_b, &r) && r.fresh == victim->base,
+    CHECK(cm_pool_take(class_b, CM_SPACE_PLAIN, &r) && r.fresh == victim->base,
           "class B did not take over the kept span of class A");
     const cm_class_info_t *b = &cm_class_info[class_b];
     char *blocks[16];
@@ -56,7 +56,7 @@ static void check_interleaving(void) {
           "the test needs 8192 B and 7168 B classes sharing a span size");
     cm_options.empty_keep = (size_t)1 << 30;
     cm_refill_t r;
-    CHECK(cm_pool_take(class_a, &r) && r.fresh, "a fresh superblock of class A");
+    CHECK(cm_pool_take(class_a, CM_SPACE_PLAIN, &r) && r.fresh, "a fresh superblock of class A");
     victim = cm_pool_desc_of(r.fresh);
     const cm_class_info_t *a = &cm_class_info[class_a];
     char *blocks[16];
