@@ -3,8 +3,10 @@
  *
  * Workers loop on malloc/free, with some class-space and code-space blocks
  * among them (cm_klass_alloc, cm_meta_alloc, cm_code_alloc written through
- * cm_code_write) and blocks of a heap of their own (cm_heap_malloc; the heap
- * is collected, and deleted and made anew, as they go): mixed sizes, some
+ * cm_code_write), blocks of a heap of their own (cm_heap_malloc; the heap
+ * is collected, and deleted and made anew, as they go) and blocks in the
+ * cage (cm_cage_malloc, and a cage heap of their own, handled likewise):
+ * mixed sizes, some
  * blocks freed by another thread, data verified on every block. They count
  * their operations. The
  * controller signals a worker; the handler looks at the interrupted
@@ -111,12 +113,14 @@ static size_t random_size(uint64_t *rng)
     return cmt_range(rng, 1, 512);
 }
 
-static __thread cm_heap_t *my_heap;
+static __thread cm_heap_t *my_heap, *my_cage_heap;
+static __thread unsigned cage_turn;
 
 static void *allocate(unsigned kind, size_t n)
 {
     switch (kind) {
     case CMT_HEAP: return cm_heap_malloc(my_heap, n);
+    case CMT_CAGE: return cage_turn++ % 2 ? cm_cage_malloc(n) : cm_heap_malloc(my_cage_heap, n);
     case CMT_KLASS: return cm_klass_alloc(n);
     case CMT_META: return cm_meta_alloc(n);
     case CMT_CODE: return cm_code_alloc(n, NULL);
@@ -163,7 +167,8 @@ static void *worker_main(void *arg)
     size_t i;
     self = w;
     my_heap = cm_heap_new();
-    CMT_CHECK(my_heap != NULL, "cm_heap_new failed");
+    my_cage_heap = cm_heap_new_in_cage();
+    CMT_CHECK(my_heap != NULL && my_cage_heap != NULL, "cm_heap_new or cm_heap_new_in_cage failed");
     atomic_fetch_add(&ready, 1);
     while (!atomic_load_explicit(&stop, memory_order_relaxed) &&
            atomic_load_explicit(&w->ops, memory_order_relaxed) <
@@ -171,12 +176,14 @@ static void *worker_main(void *arg)
         struct cmt_blk *b = &live[cmt_rand(&rng) % LIVE];
         if (!b->p) {
             uint64_t pick = cmt_rand(&rng) % 16;
-            b->kind = pick < 2 ? CMT_KLASS : pick < 4 ? CMT_META : pick == 4 ? CMT_CODE : pick < 9 ? CMT_HEAP : CMT_MALLOC;
+            b->kind = pick < 2 ? CMT_KLASS : pick < 4 ? CMT_META : pick == 4 ? CMT_CODE : pick < 8 ? CMT_HEAP
+                    : pick < 11 ? CMT_CAGE : CMT_MALLOC;
             b->n = b->kind == CMT_META ? cmt_range(&rng, 1, 256)
                  : b->kind == CMT_CODE ? cmt_range(&rng, 1, 4096)
                                        : random_size(&rng);
             b->p = allocate(b->kind, b->n);
             CMT_CHECK(b->p != NULL, "allocation of %zu bytes returned NULL", b->n);
+            CMT_CHECK((b->kind == CMT_CAGE) == (cm_in_cage(b->p) != 0), "a block in the wrong space");
             b->seed = cmt_seed(b->p, b->n, me, seq++);
             b->owner = me;
             fill(b);
@@ -189,11 +196,16 @@ static void *worker_main(void *arg)
         if (seq % 4 == 0 && cmt_xchg_take(&xchg, me, &got, &rng))
             check_free(&got, "block from another worker");
         uint64_t ops = atomic_fetch_add_explicit(&w->ops, 1, memory_order_relaxed);
-        if (ops % 1000 == 999)
+        if (ops % 1000 == 999) {
             cm_heap_collect(my_heap, ops % 7000 == 6999);
-        if (ops % 5000 == 4999) { /* its live blocks move to the default heap */
+            cm_heap_collect(my_cage_heap, ops % 7000 == 6999);
+        }
+        if (ops % 5000 == 4999) { /* their live blocks move to the default heaps */
             cm_heap_delete(my_heap);
-            CMT_CHECK((my_heap = cm_heap_new()) != NULL, "cm_heap_new failed");
+            cm_heap_delete(my_cage_heap);
+            my_heap = cm_heap_new();
+            my_cage_heap = cm_heap_new_in_cage();
+            CMT_CHECK(my_heap != NULL && my_cage_heap != NULL, "cm_heap_new or cm_heap_new_in_cage failed");
         }
     }
     for (i = 0; i < LIVE; i++)

@@ -196,7 +196,7 @@ struct cmt_blk {
     unsigned owner; /* thread that allocated it */
     unsigned kind;  /* CMT_MALLOC, or the class-space allocator it came from */
 };
-enum { CMT_MALLOC, CMT_KLASS, CMT_META, CMT_CODE, CMT_HEAP };
+enum { CMT_MALLOC, CMT_KLASS, CMT_META, CMT_CODE, CMT_HEAP, CMT_CAGE };
 
 enum { CMT_SLOT_EMPTY, CMT_SLOT_BUSY, CMT_SLOT_FULL };
 #define CMT_XCHG_SLOTS 256
