@@ -17,16 +17,9 @@
 
 #include "cagemalloc.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 /* The standard names are cagemalloc's only in the build linked with the
  * shared library; the sanitized builds use the cm_ names throughout. */
-#ifdef SANITIZED
+#ifdef CM_SANITIZED
 #define std_malloc cm_malloc
 #define std_free cm_free
 #define std_realloc cm_realloc
@@ -308,7 +301,7 @@ static void test_returned(void) {
     size_t after = cmt_rss();
     printf("cage RSS: %zu KiB before, %zu KiB with 138 MiB live, %zu KiB after free and trim\n", before >> 10,
            full >> 10, after >> 10);
-#ifdef SANITIZED
+#ifdef CM_SANITIZED
     return; /* the sanitizers' shadow of what was touched stays resident */
 #endif
     CMT_CHECK(full > before + (100 << 20), "the blocks were not resident");

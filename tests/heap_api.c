@@ -14,14 +14,9 @@
 
 #include "cagemalloc.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef CM_SANITIZED /* set by tests/CMakeLists.txt for the sanitized builds */
 #define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
+#else
 #define SANITIZED 0
 #endif
 

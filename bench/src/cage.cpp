@@ -124,19 +124,20 @@ typename P::template Ref<TreeNode<P>> build(uint32_t lo, uint32_t hi) { // keys 
     return n;
 }
 
-template <typename P>
-uint64_t sum(typename P::template Ref<TreeNode<P>> root) {
-    std::vector<typename P::template Ref<TreeNode<P>>, typename P::template Alloc<typename P::template Ref<TreeNode<P>>>> stack;
-    uint64_t s = 0;
+// Every node of the tree once, depth first; visit(n) runs after n's
+// children are taken, so it may rewrite or free n.
+template <typename P, typename Visit>
+void walk(typename P::template Ref<TreeNode<P>> root, Visit visit) {
+    using Ref = typename P::template Ref<TreeNode<P>>;
+    std::vector<Ref, typename P::template Alloc<Ref>> stack;
     if (root) stack.push_back(root);
     while (!stack.empty()) {
         TreeNode<P> *n = P::get(stack.back());
         stack.pop_back();
-        s += n->value ^ n->key;
         if (n->left) stack.push_back(n->left);
         if (n->right) stack.push_back(n->right);
+        visit(n);
     }
-    return s;
 }
 
 // Lookups by key; `mirrored` flips the comparison after the mirror phase.
@@ -158,34 +159,6 @@ uint64_t lookups(typename P::template Ref<TreeNode<P>> root, uint32_t nodes, uin
 }
 
 template <typename P>
-void mirror(typename P::template Ref<TreeNode<P>> root) {
-    std::vector<typename P::template Ref<TreeNode<P>>, typename P::template Alloc<typename P::template Ref<TreeNode<P>>>> stack;
-    if (root) stack.push_back(root);
-    while (!stack.empty()) {
-        TreeNode<P> *n = P::get(stack.back());
-        stack.pop_back();
-        auto t = n->left;
-        n->left = n->right;
-        n->right = t;
-        if (n->left) stack.push_back(n->left);
-        if (n->right) stack.push_back(n->right);
-    }
-}
-
-template <typename P>
-void destroy_tree(typename P::template Ref<TreeNode<P>> root) {
-    std::vector<typename P::template Ref<TreeNode<P>>, typename P::template Alloc<typename P::template Ref<TreeNode<P>>>> stack;
-    if (root) stack.push_back(root);
-    while (!stack.empty()) {
-        TreeNode<P> *n = P::get(stack.back());
-        stack.pop_back();
-        if (n->left) stack.push_back(n->left);
-        if (n->right) stack.push_back(n->right);
-        P::destroy(n);
-    }
-}
-
-template <typename P>
 uint64_t run_tree(uint32_t nodes) {
     typename P::template Ref<TreeNode<P>> root;
     uint64_t check = 0;
@@ -195,19 +168,19 @@ uint64_t run_tree(uint32_t nodes) {
     }
     {
         Timer t("traverse");
-        check += sum<P>(root);
+        walk<P>(root, [&](TreeNode<P> *n) { check += n->value ^ n->key; });
         check += lookups<P>(root, nodes, 2000000, false);
     }
     {
         Timer t("mutate");
-        mirror<P>(root);
+        walk<P>(root, [](TreeNode<P> *n) { std::swap(n->left, n->right); });
         check += lookups<P>(root, nodes, 2000000, true);
     }
     std::printf("NODE_BYTES %zu\n", malloc_usable_size(P::get(root)));
     std::printf("PEAK_RSS_KIB %zu\n", peak_rss_kib());
     {
         Timer t("free");
-        destroy_tree<P>(root);
+        walk<P>(root, [](TreeNode<P> *n) { P::destroy(n); });
     }
     return check;
 }
