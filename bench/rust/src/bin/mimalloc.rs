@@ -1,0 +1,6 @@
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    cagemalloc_rust_bench::main("mimalloc")
+}
