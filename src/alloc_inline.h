@@ -49,16 +49,22 @@ CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const c
     return cls;
 }
 
-/* free: a block of the superblock the calling thread's default heap is
- * allocating from goes straight back onto that heap's bin (the next malloc
- * of its class reuses it while it is hot); any other block takes the
- * descriptor path (cm_free_small: its superblock's local list if this
- * thread owns it, else one CAS onto its anchor). No atomic instruction. */
-CM_INLINE void cm_free_inline(void *p) {
+/* free, with the bin of the calling thread's default heap of `space` tried
+ * first (plain for free, the cage for cm_cage_free): a block of the
+ * superblock that heap is allocating from goes straight back onto h's
+ * bin (the next malloc of its class reuses it while it is hot); any other
+ * block takes the descriptor path (cm_free_small: the cage heap's bin, else
+ * its superblock's local list if this thread owns it, else one CAS onto its
+ * anchor). No atomic instruction. Misuse is reported as free's (as it is
+ * for cm_free). */
+CM_INLINE void cm_free_first_to(unsigned space, void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "free");
     if (cm_likely(cls != 0)) {
-        cm_bin_t *bin = &cm_my_heap()->bins[cls];
+        /* the heap is loaded here, not by the caller: the paths that do not
+         * need it then do not load it */
+        cm_heap_t *h = space == CM_SPACE_CAGE ? cm_thread.cage : cm_my_heap();
+        cm_bin_t *bin = &h->bins[cls];
         /* the other cases leave by a tail call, so this path keeps no
          * registers to save and restore */
         if (cm_likely(bin->cur == cm_entry_ref(entry) && !cm_block_looks_free(p))) {
@@ -70,5 +76,7 @@ CM_INLINE void cm_free_inline(void *p) {
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */
 }
+
+CM_INLINE void cm_free_inline(void *p) { cm_free_first_to(CM_SPACE_PLAIN, p); }
 
 #endif /* CM_ALLOC_INLINE_H */

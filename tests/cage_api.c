@@ -123,9 +123,18 @@ static void test_blocks(void) {
         b[i] = fill(p, n, (uint64_t)i);
     }
     for (int i = 0; i < N; i += 2) verify_free(&b[i], "cage block");
-    for (int i = 1; i < N; i += 2) {
+    for (int i = 1; i < N; i += 2) { /* half through cm_cage_free */
         CMT_VERIFY(b[i].p, b[i].n, b[i].seed, "cage block");
-        cm_free(b[i].p);
+        (i % 4 == 1 ? cm_cage_free : cm_free)(b[i].p);
+    }
+    /* cm_cage_free takes any block, and NULL */
+    cm_cage_free(NULL);
+    for (size_t n = 16; n <= (4 << 20); n *= 4) {
+        void *plain = std_malloc(n);
+        CMT_CHECK(plain && !cm_in_cage(plain), "malloc of %zu", n);
+        blk_t pb = fill(plain, n, n);
+        CMT_VERIFY(pb.p, pb.n, pb.seed, "plain block");
+        cm_cage_free(plain);
     }
     errno = 0;
     CMT_CHECK(cm_cage_aligned_alloc(48, 10) == NULL && errno == EINVAL, "bad alignment accepted");
@@ -216,14 +225,14 @@ static void *cage_worker(void *arg) {
         if (b->p) {
             CMT_VERIFY(b->p, b->n, b->seed, "cage block");
             /* blocks of the own heap stay here: it is destroyed midway */
-            if (b->kind == CMT_HEAP || !cmt_xchg_put(&xchg, b, &rng)) cm_free(b->p);
+            if (b->kind == CMT_HEAP || !cmt_xchg_put(&xchg, b, &rng)) (round % 2 ? cm_free : cm_cage_free)(b->p);
             b->p = NULL;
         }
         struct cmt_blk other;
         if (cmt_xchg_take(&xchg, me, &other, &rng)) { /* another thread's block, freed here */
             CMT_VERIFY(other.p, other.n, other.seed, "cage block from another thread");
             check_round_trip(other.p, "cage block from another thread");
-            cm_free(other.p);
+            (round % 2 ? cm_cage_free : cm_free)(other.p);
         }
         size_t n = cmt_rand(&rng) % 64 == 0 ? cmt_range(&rng, 1, 400 << 10) : cmt_range(&rng, 1, 600);
         b->kind = round % 3 == 0 ? CMT_HEAP : CMT_MALLOC;

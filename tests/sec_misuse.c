@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cagemalloc.h"
+
 static void *(*volatile do_malloc)(size_t) = malloc;
 static void (*volatile do_free)(void *) = free;
 static void *(*volatile do_realloc)(void *, size_t) = realloc;
@@ -39,6 +41,18 @@ static void double_free(void) {
     expect("free", "double free", p);
     do_free(p);
     do_free(p);
+}
+/* cm_cage_free reports misuse as free does (as cm_free does) */
+static void cage_double_free(void) {
+    char *p = cm_cage_malloc(64);
+    expect("free", "double free", p);
+    cm_cage_free(p);
+    cm_cage_free(p);
+}
+static void cage_free_interior(void) {
+    char *p = cm_cage_malloc(64);
+    expect("free", "invalid pointer", p + 16);
+    cm_cage_free(p + 16);
 }
 static void double_free_later(void) {
     char *p = do_malloc(64), *others[10];
@@ -202,6 +216,7 @@ int main(void) {
         {"forged_link", forged_link},         {"forged_link_flush", forged_link_flush},
         {"uaf_int_at_4", uaf_int_at_4},
         {"uaf_decrement", uaf_decrement},
+        {"cage_double_free", cage_double_free}, {"cage_free_interior", cage_free_interior},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, NULL);
     run_case("valid_use", valid_use, NULL);

@@ -2,7 +2,8 @@
 // from malloc and cm::Member<T> references in the cage (bench/cage runs it).
 //
 //   cage raw|member tree|graph [nodes]
-//   cage pairs malloc|cage [pairs]      (the cage's fast path against malloc's)
+//   cage pairs malloc|cage|cage-cm_free [pairs]
+//                                       (the cage's fast path against malloc's)
 //
 // tree:  a balanced binary search tree of `nodes` nodes {left, right, key,
 //        value}: built, traversed (a depth-first sum, and 2M lookups by key),
@@ -306,10 +307,13 @@ void *(*volatile pair_malloc)(size_t);
 void (*volatile pair_free)(void *);
 
 // ns per malloc+free pair, 16 B .. 1 KiB, through volatile pointers (as
-// bench/src/fastpath.c), with cm_malloc or cm_cage_malloc.
-int run_pairs(bool cage, long pairs) {
+// bench/src/fastpath.c): cm_malloc + cm_free ("malloc"), cm_cage_malloc +
+// cm_cage_free ("cage", what Member's helpers use) or cm_cage_malloc +
+// cm_free ("cage-cm_free").
+int run_pairs(const char *way, long pairs) {
+    bool cage = std::strcmp(way, "malloc") != 0;
     pair_malloc = cage ? cm_cage_malloc : cm_malloc;
-    pair_free = cm_free;
+    pair_free = std::strcmp(way, "cage") == 0 ? cm_cage_free : cm_free;
     static const size_t sizes[] = {16, 32, 64, 128, 256, 512, 1024};
     unsigned sink = 0;
     double start = now();
@@ -329,12 +333,12 @@ int run_pairs(bool cage, long pairs) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s raw|member tree|graph [nodes]\n       %s pairs malloc|cage [pairs]\n", argv[0],
+        std::fprintf(stderr, "usage: %s raw|member tree|graph [nodes]\n       %s pairs malloc|cage|cage-cm_free [pairs]\n", argv[0],
                      argv[0]);
         return 2;
     }
     if (std::strcmp(argv[1], "pairs") == 0)
-        return run_pairs(std::strcmp(argv[2], "cage") == 0, argc > 3 ? std::atol(argv[3]) : 10000000);
+        return run_pairs(argv[2], argc > 3 ? std::atol(argv[3]) : 10000000);
     bool member = std::strcmp(argv[1], "member") == 0;
     bool tree = std::strcmp(argv[2], "tree") == 0;
     uint32_t nodes = argc > 3 ? uint32_t(std::strtoul(argv[3], nullptr, 10)) : 10000000u;

@@ -6,7 +6,7 @@
 //   Node *n = cm::make_caged<Node>();        // in the cage
 //   n->left = cm::make_caged<Node>();        // 4 bytes per reference
 //   std::vector<int, cm::CageAllocator<int>> v;   // a container in the cage
-//   cm::delete_caged(n);                      // or cm_free / free
+//   cm::delete_caged(n);                      // or cm_cage_free / cm_free / free
 //
 // A Member holds null, the sentinel (Member<T>::sentinel(), a non-null
 // "no object" marker that compresses to 1) or a pointer into the cage:
@@ -79,7 +79,7 @@ struct CageAllocator {
         if (!p) throw std::bad_alloc();
         return static_cast<T *>(p);
     }
-    void deallocate(T *p, std::size_t) noexcept { cm_free(p); }
+    void deallocate(T *p, std::size_t) noexcept { cm_cage_free(p); }
 
     friend bool operator==(const CageAllocator &, const CageAllocator &) noexcept { return true; }
     friend bool operator!=(const CageAllocator &, const CageAllocator &) noexcept { return false; }
@@ -92,7 +92,7 @@ T *make_caged(Args &&...args) {
     try {
         return ::new (static_cast<void *>(p)) T(std::forward<Args>(args)...);
     } catch (...) {
-        cm_free(p);
+        cm_cage_free(p);
         throw;
     }
 }
@@ -102,7 +102,7 @@ template <typename T>
 void delete_caged(T *p) noexcept {
     if (!p) return;
     p->~T();
-    cm_free(const_cast<std::remove_cv_t<T> *>(p));
+    cm_cage_free(const_cast<std::remove_cv_t<T> *>(p));
 }
 
 static_assert(sizeof(Member<int>) == 4, "a Member is 4 bytes");

@@ -91,6 +91,7 @@ extern "C" {
     pub fn cm_cage_calloc(count: usize, size: usize) -> *mut c_void;
     pub fn cm_cage_realloc(p: *mut c_void, size: usize) -> *mut c_void;
     pub fn cm_cage_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
+    pub fn cm_cage_free(p: *mut c_void);
     pub fn cm_heap_new_in_cage() -> *mut cm_heap_t;
     pub fn cm_in_cage(p: *const c_void) -> c_int;
 

@@ -279,7 +279,7 @@ impl<T> Drop for Box<T> {
     fn drop(&mut self) {
         unsafe {
             self.ptr.as_ptr().drop_in_place();
-            sys::cm_free(self.ptr.as_ptr() as *mut c_void);
+            sys::cm_cage_free(self.ptr.as_ptr() as *mut c_void);
         }
     }
 }
