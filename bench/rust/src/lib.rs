@@ -59,7 +59,11 @@ fn hashmap(keys: u64) -> u64 {
     phase("query", || {
         for j in 0..2 * keys {
             // odd j: a key of the map; even j: one that is not (its index is past keys)
-            let i = if j % 2 == 1 { mix(j) % keys } else { keys + mix(j) % keys };
+            let i = if j % 2 == 1 {
+                mix(j) % keys
+            } else {
+                keys + mix(j) % keys
+            };
             if let Some(v) = map.get(&key(i)) {
                 check = check.wrapping_add(v.len() as u64 + v[0]);
             }
@@ -100,13 +104,22 @@ fn channel(messages: u64) -> u64 {
                         let id = p * per + k;
                         let len = 16 + (mix(id) % 2033) as usize;
                         let payload = (0..len).map(|i| payload_byte(id, i)).collect();
-                        tx.send(Box::new(Message { id, payload, tag: format!("message {id}") })).unwrap();
+                        tx.send(Box::new(Message {
+                            id,
+                            payload,
+                            tag: format!("message {id}"),
+                        }))
+                        .unwrap();
                     }
                 });
                 thread::spawn(move || {
                     let mut sum = 0u64;
                     for m in rx {
-                        assert!(m.payload.iter().enumerate().all(|(i, &b)| b == payload_byte(m.id, i)));
+                        assert!(m
+                            .payload
+                            .iter()
+                            .enumerate()
+                            .all(|(i, &b)| b == payload_byte(m.id, i)));
                         assert_eq!(m.tag, format!("message {}", m.id));
                         sum = sum.wrapping_add(m.id ^ m.payload.len() as u64);
                     }
@@ -114,7 +127,10 @@ fn channel(messages: u64) -> u64 {
                 })
             })
             .collect();
-        consumers.into_iter().map(|c| c.join().unwrap()).fold(0u64, u64::wrapping_add)
+        consumers
+            .into_iter()
+            .map(|c| c.join().unwrap())
+            .fold(0u64, u64::wrapping_add)
     })
 }
 

@@ -90,7 +90,11 @@ fn core_sources(c: &Path) -> Vec<String> {
         .filter(|l| l.starts_with("src/") && l.ends_with(".c"))
         .map(String::from)
         .collect();
-    assert!(!sources.is_empty(), "no sources listed in {}", list.display());
+    assert!(
+        !sources.is_empty(),
+        "no sources listed in {}",
+        list.display()
+    );
     for s in &sources {
         println!("cargo:rerun-if-changed={}", c.join(s).display());
     }
@@ -106,7 +110,11 @@ fn generate_size_class_table(c: &Path, out: &Path) {
     let generator_source = c.join("tools/gen_size_classes.c");
     println!("cargo:rerun-if-changed={}", generator_source.display());
     let host = env::var("HOST").unwrap();
-    let compiler = cc::Build::new().host(&host).target(&host).opt_level(0).get_compiler();
+    let compiler = cc::Build::new()
+        .host(&host)
+        .target(&host)
+        .opt_level(0)
+        .get_compiler();
     let generator = out.join("gen_size_classes");
     let status = compiler
         .to_command()
@@ -115,7 +123,11 @@ fn generate_size_class_table(c: &Path, out: &Path) {
         .arg(&generator)
         .status()
         .expect("running the C compiler");
-    assert!(status.success(), "compiling {} failed", generator_source.display());
+    assert!(
+        status.success(),
+        "compiling {} failed",
+        generator_source.display()
+    );
     let status = Command::new(&generator)
         .arg(out.join("size_class_table.h"))
         .arg(out.join("size_class_table.c"))

@@ -29,7 +29,8 @@ pub struct cm_heap_t {
 }
 
 /// Called by [`cm_heap_visit`] for every live block; non-zero stops the walk.
-pub type cm_block_visitor = unsafe extern "C" fn(block: *mut c_void, usable_size: usize, arg: *mut c_void) -> c_int;
+pub type cm_block_visitor =
+    unsafe extern "C" fn(block: *mut c_void, usable_size: usize, arg: *mut c_void) -> c_int;
 
 /// A snapshot of the allocator's counters, in bytes unless named so.
 #[repr(C)]

@@ -95,7 +95,10 @@ impl<T> Compressed<T> {
     }
 
     const fn from_nonzero(raw: NonZeroU32) -> Compressed<T> {
-        Compressed { raw, _target: PhantomData }
+        Compressed {
+            raw,
+            _target: PhantomData,
+        }
     }
 
     /// True for the sentinel.
@@ -185,7 +188,12 @@ impl<T> Hash for Compressed<T> {
 
 impl<T> fmt::Debug for Compressed<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Compressed({:#010x} -> {:p})", self.raw.get(), self.get())
+        write!(
+            f,
+            "Compressed({:#010x} -> {:p})",
+            self.raw.get(),
+            self.get()
+        )
     }
 }
 
@@ -228,7 +236,10 @@ impl<T> Box<T> {
         match NonNull::new(p) {
             Some(ptr) => {
                 unsafe { ptr.as_ptr().write(value) };
-                Ok(Box { ptr, _owns: PhantomData })
+                Ok(Box {
+                    ptr,
+                    _owns: PhantomData,
+                })
             }
             None => Err(value),
         }
@@ -237,7 +248,9 @@ impl<T> Box<T> {
     /// The compressed reference to the value (valid while the box lives).
     pub fn compressed(this: &Box<T>) -> Compressed<T> {
         // a cage block's address compresses to a value with its top bit set
-        Compressed::from_nonzero(unsafe { NonZeroU32::new_unchecked(((this.ptr.as_ptr() as usize) >> SHIFT) as u32) })
+        Compressed::from_nonzero(unsafe {
+            NonZeroU32::new_unchecked(((this.ptr.as_ptr() as usize) >> SHIFT) as u32)
+        })
     }
 
     /// Give up ownership: the value stays in the cage, named by the
@@ -253,7 +266,10 @@ impl<T> Box<T> {
     /// # Safety
     /// `c` came from `into_compressed` and no other box owns its value.
     pub unsafe fn from_compressed(c: Compressed<T>) -> Box<T> {
-        Box { ptr: NonNull::new_unchecked(c.get()), _owns: PhantomData }
+        Box {
+            ptr: NonNull::new_unchecked(c.get()),
+            _owns: PhantomData,
+        }
     }
 
     /// The value's address (in the cage).

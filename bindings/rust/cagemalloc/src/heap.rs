@@ -67,7 +67,10 @@ impl Heap {
     }
 
     fn from_raw(raw: *mut sys::cm_heap_t) -> Option<Heap> {
-        NonNull::new(raw).map(|raw| Heap { raw, _owner_thread_only: PhantomData })
+        NonNull::new(raw).map(|raw| Heap {
+            raw,
+            _owner_thread_only: PhantomData,
+        })
     }
 
     /// The C handle, for the `cm_heap_` functions of `cagemalloc-sys`.
@@ -98,7 +101,10 @@ impl Heap {
             if layout.align() <= MALLOC_ALIGN {
                 sys::cm_heap_calloc(h, 1, layout.size()) as *mut u8
             } else {
-                cleared(sys::cm_heap_aligned_alloc(h, layout.align(), layout.size()), layout.size())
+                cleared(
+                    sys::cm_heap_aligned_alloc(h, layout.align(), layout.size()),
+                    layout.size(),
+                )
             }
         })
     }
@@ -121,12 +127,19 @@ impl Heap {
     /// `ptr` is a live block of cagemalloc's allocated with `layout`, and
     /// `new_size` is not 0; on success the old pointer is not used again.
     #[inline]
-    pub unsafe fn realloc(&self, ptr: NonNull<u8>, layout: Layout, new_size: usize) -> Option<NonNull<u8>> {
+    pub unsafe fn realloc(
+        &self,
+        ptr: NonNull<u8>,
+        layout: Layout,
+        new_size: usize,
+    ) -> Option<NonNull<u8>> {
         let h = self.as_raw();
         NonNull::new(if layout.align() <= MALLOC_ALIGN {
             sys::cm_heap_realloc(h, ptr.as_ptr() as *mut c_void, new_size) as *mut u8
         } else {
-            realloc_aligned(ptr.as_ptr(), layout, new_size, |align, size| sys::cm_heap_aligned_alloc(h, align, size))
+            realloc_aligned(ptr.as_ptr(), layout, new_size, |align, size| {
+                sys::cm_heap_aligned_alloc(h, align, size)
+            })
         })
     }
 
@@ -156,7 +169,13 @@ impl Heap {
             let f = &mut *(arg as *mut F);
             (!f(NonNull::new_unchecked(block as *mut u8), usable)) as c_int
         }
-        unsafe { sys::cm_heap_visit(self.as_raw(), trampoline::<F>, &mut f as *mut F as *mut c_void) == 0 }
+        unsafe {
+            sys::cm_heap_visit(
+                self.as_raw(),
+                trampoline::<F>,
+                &mut f as *mut F as *mut c_void,
+            ) == 0
+        }
     }
 
     /// Free every block of the heap at once and delete it. (Safe: the blocks
@@ -188,71 +207,65 @@ fn alloc_error(layout: Layout) -> ! {
     alloc::alloc::handle_alloc_error(layout)
 }
 
+/// What the Allocator methods return: the block as a slice, or AllocError.
+#[cfg(feature = "nightly")]
+type Allocated = Result<NonNull<[u8]>, core::alloc::AllocError>;
+
 #[cfg(feature = "nightly")]
 unsafe impl core::alloc::Allocator for &Heap {
-    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, core::alloc::AllocError> {
-        let p = Heap::alloc(self, layout).ok_or(core::alloc::AllocError)?;
-        Ok(NonNull::slice_from_raw_parts(p, layout.size()))
+    fn allocate(&self, layout: Layout) -> Allocated {
+        as_slice(Heap::alloc(self, layout), layout)
     }
 
-    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, core::alloc::AllocError> {
-        let p = Heap::alloc_zeroed(self, layout).ok_or(core::alloc::AllocError)?;
-        Ok(NonNull::slice_from_raw_parts(p, layout.size()))
+    fn allocate_zeroed(&self, layout: Layout) -> Allocated {
+        as_slice(Heap::alloc_zeroed(self, layout), layout)
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
         Heap::dealloc(self, ptr, layout)
     }
 
-    unsafe fn grow(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, core::alloc::AllocError> {
+    unsafe fn grow(&self, ptr: NonNull<u8>, old: Layout, new: Layout) -> Allocated {
         self.resize(ptr, old, new)
     }
 
-    unsafe fn grow_zeroed(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, core::alloc::AllocError> {
+    unsafe fn grow_zeroed(&self, ptr: NonNull<u8>, old: Layout, new: Layout) -> Allocated {
         let p = self.resize(ptr, old, new)?;
-        (p.as_ptr() as *mut u8).add(old.size()).write_bytes(0, new.size() - old.size());
+        (p.as_ptr() as *mut u8)
+            .add(old.size())
+            .write_bytes(0, new.size() - old.size());
         Ok(p)
     }
 
-    unsafe fn shrink(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, core::alloc::AllocError> {
+    unsafe fn shrink(&self, ptr: NonNull<u8>, old: Layout, new: Layout) -> Allocated {
         self.resize(ptr, old, new)
     }
 }
 
 #[cfg(feature = "nightly")]
+fn as_slice(p: Option<NonNull<u8>>, layout: Layout) -> Allocated {
+    p.map(|p| NonNull::slice_from_raw_parts(p, layout.size()))
+        .ok_or(core::alloc::AllocError)
+}
+
+#[cfg(feature = "nightly")]
 impl Heap {
     /// grow and shrink: realloc when the alignment stays, else a new block.
-    unsafe fn resize(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, core::alloc::AllocError> {
+    unsafe fn resize(&self, ptr: NonNull<u8>, old: Layout, new: Layout) -> Allocated {
         let p = if new.align() == old.align() && new.size() != 0 {
             self.realloc(ptr, old, new.size())
         } else {
             let p = self.alloc(new);
             if let Some(p) = p {
-                core::ptr::copy_nonoverlapping(ptr.as_ptr(), p.as_ptr(), old.size().min(new.size()));
+                core::ptr::copy_nonoverlapping(
+                    ptr.as_ptr(),
+                    p.as_ptr(),
+                    old.size().min(new.size()),
+                );
                 self.dealloc(ptr, old);
             }
             p
         };
-        p.map(|p| NonNull::slice_from_raw_parts(p, new.size())).ok_or(core::alloc::AllocError)
+        as_slice(p, new)
     }
 }

@@ -27,10 +27,10 @@ extern crate std;
 pub mod cage;
 mod heap;
 
-pub use heap::Heap;
 /// The raw C API, for what the safe one does not cover (class space, code
 /// space, statistics).
 pub use cagemalloc_sys as sys;
+pub use heap::Heap;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ffi::c_void;
@@ -67,7 +67,10 @@ unsafe impl GlobalAlloc for CageMalloc {
         if layout.align() <= MALLOC_ALIGN {
             sys::cm_calloc(1, layout.size()) as *mut u8
         } else {
-            cleared(sys::cm_aligned_alloc(layout.align(), layout.size()), layout.size())
+            cleared(
+                sys::cm_aligned_alloc(layout.align(), layout.size()),
+                layout.size(),
+            )
         }
     }
 
@@ -81,7 +84,9 @@ unsafe impl GlobalAlloc for CageMalloc {
         if layout.align() <= MALLOC_ALIGN {
             return sys::cm_realloc(ptr as *mut c_void, new_size) as *mut u8;
         }
-        realloc_aligned(ptr, layout, new_size, |align, size| sys::cm_aligned_alloc(align, size))
+        realloc_aligned(ptr, layout, new_size, |align, size| {
+            sys::cm_aligned_alloc(align, size)
+        })
     }
 }
 

@@ -15,7 +15,9 @@ fn sizes() {
 
 #[test]
 fn round_trips() {
-    let boxes: Vec<cage::Box<[u64; 3]>> = (0..50_000u64).map(|i| cage::Box::new([i, !i, i * 3])).collect();
+    let boxes: Vec<cage::Box<[u64; 3]>> = (0..50_000u64)
+        .map(|i| cage::Box::new([i, !i, i * 3]))
+        .collect();
     let mut seen = HashSet::new();
     for (i, b) in boxes.iter().enumerate() {
         let p = cage::Box::as_ptr(b);
@@ -23,9 +25,15 @@ fn round_trips() {
         let c = cage::Box::compressed(b);
         assert_eq!(c.get(), p);
         assert_eq!(c.raw(), (p as usize >> cage::SHIFT) as u32);
-        assert!(c.raw() & 0x8000_0000 != 0, "a cage reference has its top bit set");
+        assert!(
+            c.raw() & 0x8000_0000 != 0,
+            "a cage reference has its top bit set"
+        );
         assert_eq!(Compressed::new(p), Some(c));
-        assert_eq!(unsafe { Compressed::<[u64; 3]>::from_raw(c.raw()) }, Some(c));
+        assert_eq!(
+            unsafe { Compressed::<[u64; 3]>::from_raw(c.raw()) },
+            Some(c)
+        );
         let i = i as u64;
         assert_eq!(unsafe { *c.as_ref() }, [i, !i, i * 3]);
         assert!(seen.insert(c));
@@ -33,7 +41,9 @@ fn round_trips() {
     // the order of the references is the order of the addresses
     let mut refs: Vec<_> = boxes.iter().map(cage::Box::compressed).collect();
     refs.sort();
-    assert!(refs.windows(2).all(|w| (w[0].get() as usize) < (w[1].get() as usize)));
+    assert!(refs
+        .windows(2)
+        .all(|w| (w[0].get() as usize) < (w[1].get() as usize)));
 }
 
 #[test]
@@ -50,7 +60,9 @@ fn null_sentinel_and_outside_pointers() {
 
 #[test]
 fn boxes_move_across_threads() {
-    let boxes: Vec<cage::Box<String>> = (0..10_000).map(|i| cage::Box::new(format!("node {i}"))).collect();
+    let boxes: Vec<cage::Box<String>> = (0..10_000)
+        .map(|i| cage::Box::new(format!("node {i}")))
+        .collect();
     thread::spawn(move || {
         for (i, b) in boxes.into_iter().enumerate() {
             assert_eq!(*b, format!("node {i}"));

@@ -13,7 +13,10 @@ use cagemalloc::CageMalloc;
 static GLOBAL: CageMalloc = CageMalloc;
 
 fn pattern(seed: u64, i: usize) -> u8 {
-    (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(i as u64 * 31) >> 24) as u8
+    (seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(i as u64 * 31)
+        >> 24) as u8
 }
 
 fn fill(p: *mut u8, n: usize, seed: u64) {
@@ -24,7 +27,11 @@ fn fill(p: *mut u8, n: usize, seed: u64) {
 
 fn check(p: *const u8, n: usize, seed: u64) {
     for i in 0..n {
-        assert_eq!(unsafe { p.add(i).read() }, pattern(seed, i), "byte {i} of a block of {n}, seed {seed}");
+        assert_eq!(
+            unsafe { p.add(i).read() },
+            pattern(seed, i),
+            "byte {i} of a block of {n}, seed {seed}"
+        );
     }
 }
 
@@ -36,8 +43,10 @@ fn collections_across_threads() {
     const ROUNDS: u64 = 20;
     // Each worker builds maps, strings and vectors, checks them, and sends
     // some to the next worker, which checks and frees them (remote frees).
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel::<Batch>()).unzip();
-    let mut receivers: Vec<Option<mpsc::Receiver<Batch>>> = receivers.into_iter().map(Some).collect();
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        (0..THREADS).map(|_| mpsc::channel::<Batch>()).unzip();
+    let mut receivers: Vec<Option<mpsc::Receiver<Batch>>> =
+        receivers.into_iter().map(Some).collect();
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             let to_next = senders[((t + 1) % THREADS) as usize].clone();
@@ -51,7 +60,9 @@ fn collections_across_threads() {
                     let mut queue = VecDeque::new();
                     for i in 0..2000u64 {
                         let key = format!("key-{seed}-{i}");
-                        map.entry(key.clone()).or_default().extend((0..i % 17).map(|k| k * seed + i));
+                        map.entry(key.clone())
+                            .or_default()
+                            .extend((0..i % 17).map(|k| k * seed + i));
                         tree.insert(i * 7919 % 2003, key.repeat((i % 5) as usize + 1));
                         queue.push_back(vec![i as u8; (i % 300) as usize]);
                         if queue.len() > 64 {
@@ -67,7 +78,9 @@ fn collections_across_threads() {
                     for (k, s) in &tree {
                         assert!(s.starts_with("key-"), "tree entry {k}");
                     }
-                    let outgoing: Vec<String> = (0..500).map(|i| format!("{seed}:{i}:{}", "x".repeat(i % 97))).collect();
+                    let outgoing: Vec<String> = (0..500)
+                        .map(|i| format!("{seed}:{i}:{}", "x".repeat(i % 97)))
+                        .collect();
                     to_next.send((seed, outgoing)).unwrap();
                     let (their_seed, strings) = from_prev.recv().unwrap();
                     for (i, s) in strings.iter().enumerate() {
@@ -90,8 +103,14 @@ fn rust_allocations_come_from_cagemalloc() {
     let v: Vec<u32> = (0..100_000).collect(); // a large block
     unsafe {
         let default_heap = cagemalloc::sys::cm_heap_get_default();
-        assert_eq!(cagemalloc::sys::cm_heap_contains(default_heap, &*boxed as *const u64 as *const _), 1);
-        assert_eq!(cagemalloc::sys::cm_heap_contains(default_heap, v.as_ptr() as *const _), 1);
+        assert_eq!(
+            cagemalloc::sys::cm_heap_contains(default_heap, &*boxed as *const u64 as *const _),
+            1
+        );
+        assert_eq!(
+            cagemalloc::sys::cm_heap_contains(default_heap, v.as_ptr() as *const _),
+            1
+        );
     }
     assert_eq!(*boxed, 0x1234_5678);
     assert_eq!(v[99_999], 99_999);
@@ -122,7 +141,11 @@ fn small_alignments_take_the_size_class_as_it_is() {
         let aligned = unsafe { GLOBAL.alloc(Layout::from_size_align(size, 16).unwrap()) };
         assert_eq!(aligned as usize % 16, 0);
         unsafe {
-            assert_eq!(cagemalloc::usable_size(plain), cagemalloc::usable_size(aligned), "size {size}");
+            assert_eq!(
+                cagemalloc::usable_size(plain),
+                cagemalloc::usable_size(aligned),
+                "size {size}"
+            );
             GLOBAL.dealloc(plain, Layout::from_size_align(size, 1).unwrap());
             GLOBAL.dealloc(aligned, Layout::from_size_align(size, 16).unwrap());
         }
@@ -149,7 +172,10 @@ fn zeroed_allocation_after_dirty_frees() {
                 let p = unsafe { GLOBAL.alloc_zeroed(layout) };
                 assert!(!p.is_null());
                 assert_eq!(p as usize % align, 0);
-                assert!((0..size).all(|i| unsafe { *p.add(i) } == 0), "size {size} align {align}");
+                assert!(
+                    (0..size).all(|i| unsafe { *p.add(i) } == 0),
+                    "size {size} align {align}"
+                );
                 unsafe { GLOBAL.dealloc(p, layout) };
             }
         }
@@ -167,7 +193,11 @@ fn realloc_keeps_contents_and_alignment() {
             let kept = layout.size().min(new_size);
             p = unsafe { GLOBAL.realloc(p, layout, new_size) };
             assert!(!p.is_null());
-            assert_eq!(p as usize % align, 0, "align {align} after realloc to {new_size}");
+            assert_eq!(
+                p as usize % align,
+                0,
+                "align {align} after realloc to {new_size}"
+            );
             check(p, kept, 7);
             fill(p, new_size, 7);
             layout = Layout::from_size_align(new_size, align).unwrap();

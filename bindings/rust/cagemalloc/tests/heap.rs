@@ -17,16 +17,27 @@ fn fill(p: NonNull<u8>, n: usize, seed: u8) {
 
 fn check(p: NonNull<u8>, n: usize, seed: u8) {
     for i in 0..n {
-        assert_eq!(unsafe { p.as_ptr().add(i).read() }, seed ^ (i as u8), "byte {i} of {n}");
+        assert_eq!(
+            unsafe { p.as_ptr().add(i).read() },
+            seed ^ (i as u8),
+            "byte {i} of {n}"
+        );
     }
 }
 
 fn sizes() -> impl Iterator<Item = (usize, Layout)> {
-    [(8usize, 8usize), (48, 16), (100, 64), (3000, 8), (70_000, 4096), (500_000, 1 << 16)]
-        .into_iter()
-        .cycle()
-        .enumerate()
-        .map(|(i, (size, align))| (i, Layout::from_size_align(size, align).unwrap()))
+    [
+        (8usize, 8usize),
+        (48, 16),
+        (100, 64),
+        (3000, 8),
+        (70_000, 4096),
+        (500_000, 1 << 16),
+    ]
+    .into_iter()
+    .cycle()
+    .enumerate()
+    .map(|(i, (size, align))| (i, Layout::from_size_align(size, align).unwrap()))
 }
 
 #[test]
@@ -53,7 +64,11 @@ fn alloc_visit_contains_and_destroy() {
     }
     let mut seen = 0;
     assert!(heap.visit(|block, usable| {
-        let (i, (p, layout)) = blocks.iter().enumerate().find(|(_, (p, _))| *p == block).expect("a live block");
+        let (i, (p, layout)) = blocks
+            .iter()
+            .enumerate()
+            .find(|(_, (p, _))| *p == block)
+            .expect("a live block");
         assert_eq!(i % 2, 1, "a freed block was visited");
         assert!(usable >= layout.size());
         check(*p, layout.size(), i as u8);
@@ -113,7 +128,14 @@ fn zeroed_and_realloc_in_the_heap() {
     // a block of another heap (the default one) moves into this one
     let elsewhere = unsafe { cagemalloc::sys::cm_malloc(40) } as *mut u8;
     unsafe { elsewhere.write_bytes(7, 40) };
-    let moved = unsafe { heap.realloc(NonNull::new(elsewhere).unwrap(), Layout::new::<[u8; 40]>(), 4000) }.unwrap();
+    let moved = unsafe {
+        heap.realloc(
+            NonNull::new(elsewhere).unwrap(),
+            Layout::new::<[u8; 40]>(),
+            4000,
+        )
+    }
+    .unwrap();
     assert!(heap.contains(moved.as_ptr()));
     assert!((0..40).all(|k| unsafe { *moved.as_ptr().add(k) } == 7));
     unsafe { heap.dealloc(moved, Layout::from_size_align(4000, 1).unwrap()) };
