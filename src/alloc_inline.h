@@ -51,12 +51,11 @@ CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const c
 
 /* free, with the bin of the calling thread's default heap of `space` tried
  * first (plain for free, the cage for cm_cage_free): a block of the
- * superblock that heap is allocating from goes straight back onto h's
- * bin (the next malloc of its class reuses it while it is hot); any other
- * block takes the descriptor path (cm_free_small: the cage heap's bin, else
- * its superblock's local list if this thread owns it, else one CAS onto its
- * anchor). No atomic instruction. Misuse is reported as free's (as it is
- * for cm_free). */
+ * superblock that heap is allocating from goes straight back onto its bin
+ * (the next malloc of its class reuses it while it is hot); any other block
+ * takes the descriptor path (cm_free_small: its superblock's local list if
+ * this thread owns it, else one CAS onto its anchor). No atomic
+ * instruction. Misuse is reported as free's (as it is for cm_free). */
 CM_INLINE void cm_free_first_to(unsigned space, void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_checked(p, entry, "free");

@@ -296,18 +296,11 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
 
 /* ------------------------------------------------------------ free */
 
-/* free of a small block that is not of the default heap's current
- * superblock of its class: one of the default cage heap's current
- * superblock goes back on that bin, as the fast path does for the default
- * heap (so a cage malloc+free pair stays as hot as a plain one); else the
- * owner pushes it on the superblock's local list with plain stores; the
- * slow path takes the rest. */
+/* free of a small block that is not of the current superblock of the bin
+ * free tried first (the default heap's, or for cm_cage_free the default
+ * cage heap's): the owner pushes it on the superblock's local list with
+ * plain stores; the slow path takes the rest. */
 void cm_free_small(void *p, uint32_t entry) {
-    cm_bin_t *cage_bin = &cm_thread.cage->bins[cm_entry_class(entry)];
-    if (cage_bin->cur == cm_entry_ref(entry) && !cm_block_looks_free(p)) {
-        cm_bin_push(cage_bin, p);
-        return;
-    }
     cm_desc_t *d = desc(cm_entry_ref(entry));
     if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
         void *head = d->local_free; /* read only by the owner: after the test */
