@@ -28,18 +28,46 @@ static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->
 
 /* ------------------------------------------------------------ the heap's lists */
 
+/* A heap's lists of descriptors (avail, parked, large) run forward through
+ * link, 0 at the end, and back through prev; the first one's prev names the
+ * last, so a superblock can join at either end in O(1). */
 static void list_push(uint32_t *list, cm_desc_t *d, unsigned at) {
+    uint32_t r = ref_of(d);
     d->at = (uint8_t)at;
-    d->prev = 0;
     d->link = *list;
-    if (*list) desc(*list)->prev = ref_of(d);
-    *list = ref_of(d);
+    if (*list) {
+        cm_desc_t *first = desc(*list);
+        d->prev = first->prev;
+        first->prev = r;
+    } else {
+        d->prev = r;
+    }
+    *list = r;
+}
+
+static void list_append(uint32_t *list, cm_desc_t *d, unsigned at) {
+    if (!*list) {
+        list_push(list, d, at);
+        return;
+    }
+    uint32_t r = ref_of(d);
+    cm_desc_t *first = desc(*list);
+    d->at = (uint8_t)at;
+    d->link = 0;
+    d->prev = first->prev;
+    desc(first->prev)->link = r;
+    first->prev = r;
 }
 
 static void list_unlink(uint32_t *list, cm_desc_t *d) {
-    if (d->prev) desc(d->prev)->link = d->link;
-    else *list = d->link;
-    if (d->link) desc(d->link)->prev = d->prev;
+    if (*list == ref_of(d)) {
+        *list = d->link;
+        if (d->link) desc(d->link)->prev = d->prev; /* d's prev is the last */
+    } else {
+        desc(d->prev)->link = d->link;
+        if (d->link) desc(d->link)->prev = d->prev;
+        else desc(*list)->prev = d->prev; /* d was the last */
+    }
     d->at = CM_AT_NONE;
 }
 
@@ -72,7 +100,7 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
     }
     if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED)) {
         list_unlink(&h->parked, d);
-        list_push(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+        list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }
 }
 
@@ -332,9 +360,14 @@ void cm_free_small_slow(void *p, cm_desc_t *d) {
         return;
     }
     cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
-    if (d->at == CM_AT_PARKED) { /* its anchor may stay OWNED_FULL: a remote free then sends a stale hint */
+    /* At the end of avail: the superblocks ahead of it, freed into longer
+     * ago, have more free blocks by now, and it gathers more until the
+     * class reaches it (refilling from it at its first free block would
+     * take one block per refill). Its anchor may stay OWNED_FULL: a remote
+     * free then sends a stale hint. */
+    if (d->at == CM_AT_PARKED) {
         list_unlink(&h->parked, d);
-        list_push(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+        list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }
     if (--d->used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
 }
