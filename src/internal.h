@@ -178,7 +178,7 @@ typedef struct cm_desc {
     _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
     _Atomic uint32_t owner;      /* ref of the owning thread (its default heap), 0 if none */
     _Atomic uint32_t heap;       /* ref of the owning heap, 0 if none (large: or CM_HEAP_ZOMBIE) */
-    uint32_t prev, link;         /* owner-private: the heap list it is on (CM_AT_*) */
+    uint32_t prev, link;         /* owner-private: the heap list it is on (CM_AT_*); the first one's prev names the last */
 } __attribute__((aligned(CM_CACHE_LINE))) cm_desc_t;
 
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
