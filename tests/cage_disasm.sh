@@ -14,11 +14,8 @@ cat > "$work/compress.c" <<'SRC'
 uint32_t compress(const void *p) { return cm_compress(p); }
 void *decompress(uint32_t c) { return cm_decompress(c); }
 SRC
+. "$CM_SOURCE/tests/disasm_util.sh"
 fail=0
-body_of() { # function, object
-    objdump -d --no-show-raw-insn "$2" | awk -v f="<$1>:" '$2 == f {on = 1; next} on && /^$/ {exit} on' |
-        grep -E '^ +[0-9a-f]+:' | sed -E 's/^ +[0-9a-f]+:[[:space:]]+//'
-}
 count() { printf '%s\n' "$1" | grep -cE "$2" || true; }
 for cc in cc clang; do
     command -v $cc >/dev/null 2>&1 || continue
@@ -26,8 +23,8 @@ for cc in cc clang; do
         for pic in -fno-pic -fPIC; do
             obj="$work/c-$cc-$shift$pic.o"
             $cc -O2 $pic -DCAGEMALLOC_CAGE_SHIFT=$shift -I"$CM_SOURCE/include" -c "$work/compress.c" -o "$obj"
-            c=$(body_of compress "$obj")
-            d=$(body_of decompress "$obj")
+            c=$(function_body compress "$obj")
+            d=$(function_body decompress "$obj")
             what="$cc S=$shift $pic"
             # compress: mov + shr, nothing else but ret
             if [ "$(count "$c" '^(j[a-z]+|call|loop|cmov)')" != 0 ] || [ "$(count "$c" '^shr')" != 1 ] ||

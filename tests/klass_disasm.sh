@@ -12,18 +12,18 @@ cat > "$work/narrow.c" <<'EOF'
 uint32_t encode(const void *k) { return cm_klass_encode(k); }
 void *decode(uint32_t n) { return cm_klass_decode(n); }
 EOF
+. "$CM_SOURCE/tests/disasm_util.sh"
 fail=0
 for cc in cc clang; do
     command -v $cc >/dev/null 2>&1 || continue
     $cc -O2 -I"$CM_SOURCE/include" -c "$work/narrow.c" -o "$work/narrow.o"
     for fn in encode decode; do
-        body=$(objdump -d --no-show-raw-insn "$work/narrow.o" | awk -v f="<$fn>:" '$2 == f {on = 1; next} on && /^$/ {exit} on' \
-               | grep -E '^ +[0-9a-f]+:')
-        bad=$(printf '%s\n' "$body" | grep -E '[[:space:]](j[a-z]+|call|loop)[[:space:]]' || true)
+        body=$(function_body "$fn" "$work/narrow.o")
+        bad=$(printf '%s\n' "$body" | grep -E '^(j[a-z]+|call|loop)[[:space:]]' || true)
         if [ -n "$bad" ] || [ -z "$body" ]; then
             echo "FAIL ($cc): $fn is not straight-line:"; printf '%s\n' "$body"; fail=1
         else
-            echo "$cc $fn: $(printf '%s\n' "$body" | awk '{print $2}' | tr '\n' ' ')"
+            echo "$cc $fn: $(printf '%s\n' "$body" | awk '{print $1}' | tr '\n' ' ')"
         fi
     done
 done
