@@ -54,11 +54,7 @@ void cm_free_suspect(void *p, unsigned cls) {
     void *next = cm_block_next_unverified(p);
     if ((uintptr_t)next & CM_LINK_INVALID) return;
     if (next != NULL) {
-        uint32_t entry = cm_pagemap_get((uintptr_t)next);
-        if (cm_entry_class(entry) != cls) return;
-        const cm_class_info_t *ci = &cm_class_info[cls];
-        uint64_t off = (uintptr_t)next & ci->span_mask;
-        if (((off * ci->recip) >> CM_RECIP_SHIFT) * ci->block_size != off) return;
+        if (cm_small_class_of(next, cm_pagemap_get((uintptr_t)next)) != cls) return;
     }
     cm_fatal("free", "double free", p);
 }
@@ -89,7 +85,7 @@ static void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_h) {
         return NULL;
     }
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
-    unsigned cls = cm_small_class_checked(p, entry, "realloc");
+    unsigned cls = cm_small_class_of(p, entry);
     bool stays = in_h ? cm_heap_contains(h, p) : cm_space_of(p) == h->space;
     size_t old_usable;
     if (cls != 0) {
@@ -194,7 +190,7 @@ void *cm_impl_reallocarray(void *p, size_t count, size_t size) {
 size_t cm_impl_usable_size(const void *p) {
     if (p == NULL) return 0;
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
-    unsigned cls = cm_small_class_checked(p, entry, "malloc_usable_size");
+    unsigned cls = cm_small_class_of(p, entry);
     if (cls != 0) return cm_class_info[cls].block_size;
     return cm_large_usable(large_desc_checked(p, entry, "malloc_usable_size"));
 }

@@ -35,20 +35,6 @@ CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
 
 CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_my_heap(), size); }
 
-/* The class of small block p, after checking p is the start of a block: the
- * page map gives the class, the class gives the superblock geometry (spans
- * are aligned to their size), and one multiply checks the offset. Returns 0
- * if p is not a small block of ours at all. */
-CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const char *func) {
-    unsigned cls = cm_entry_class(entry);
-    if (cls - 1 >= CM_NUM_CLASSES) return 0;
-    const cm_class_info_t *ci = &cm_class_info[cls];
-    uint64_t off = (uintptr_t)p & ci->span_mask;
-    uint64_t idx = (off * ci->recip) >> CM_RECIP_SHIFT;
-    if (cm_unlikely(idx * ci->block_size != off || idx >= ci->max_count)) cm_fatal(func, "invalid pointer", p);
-    return cls;
-}
-
 /* free, with the bin of the calling thread's default heap of `space` tried
  * first (plain for free, the cage for cm_cage_free): a block of the
  * superblock that heap is allocating from goes straight back onto its bin
@@ -58,22 +44,22 @@ CM_INLINE unsigned cm_small_class_checked(const void *p, uint32_t entry, const c
  * instruction. Misuse is reported as free's (as it is for cm_free). */
 CM_INLINE void cm_free_first_to(unsigned space, void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
-    unsigned cls = cm_small_class_checked(p, entry, "free");
-    if (cm_likely(cls != 0)) {
+    unsigned cls = cm_entry_class(entry);
+    if (cm_likely(cm_is_block_start(&cm_class_info[cls], p))) {
         /* the heap is loaded here, not by the caller: the paths that do not
          * need it then do not load it */
         cm_heap_t *h = space == CM_SPACE_CAGE ? cm_thread.cage : cm_my_heap();
         cm_bin_t *bin = &h->bins[cls];
         /* the other cases leave by a tail call, so this path keeps no
          * registers to save and restore */
-        if (cm_likely(bin->cur == cm_entry_ref(entry) && !cm_block_looks_free(p))) {
+        if (cm_likely(bin->current == entry && !cm_block_looks_free(p))) {
             cm_bin_push(bin, p);
             return;
         }
         cm_free_small(p, entry);
         return;
     }
-    cm_free_generic(p, entry, "free"); /* NULL, large, or not ours */
+    cm_free_generic(p, entry, "free"); /* NULL, large, or not a block of ours */
 }
 
 CM_INLINE void cm_free_inline(void *p) { cm_free_first_to(CM_SPACE_PLAIN, p); }

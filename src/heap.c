@@ -172,7 +172,7 @@ void cm_heap_destroy(cm_heap_t *h) {
     check_not_default(h, "cm_heap_destroy");
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         cm_bin_t *bin = &h->bins[c];
-        if (bin->cur) cm_pool_discard(cm_desc_from_ref(bin->cur));
+        if (bin->current) cm_pool_discard(cm_bin_current(bin));
         for (uint32_t r = bin->avail, next; r; r = next) {
             next = cm_desc_from_ref(r)->link;
             cm_pool_discard(cm_desc_from_ref(r));

@@ -109,8 +109,8 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
  * it joins the avail list. */
 static void settle_current(cm_heap_t *h, unsigned cls) {
     cm_bin_t *bin = &h->bins[cls];
-    if (!bin->cur) return;
-    cm_desc_t *d = desc(bin->cur);
+    cm_desc_t *d = cm_bin_current(bin);
+    if (!d) return;
     void *tail = NULL;
     list_length(bin->head, &tail);
     if (tail) {
@@ -120,7 +120,7 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
     void *ignored;
     d->used = carved_of(d) - list_length(d->local_free, &ignored);
     bin->head = NULL;
-    bin->cur = 0;
+    bin->current = 0;
     list_push(&bin->avail, d, CM_AT_AVAIL);
 }
 
@@ -225,7 +225,7 @@ static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigne
     }
     if (cm_pool_park(d)) {
         d->used = cm_class_info[cls].max_count; /* every block is out */
-        bin->cur = 0;
+        bin->current = 0;
         list_push(&h->parked, d, CM_AT_PARKED);
     }
     return false;
@@ -234,7 +234,7 @@ static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigne
 static void make_current(cm_bin_t *bin, cm_desc_t *d) {
     d->at = CM_AT_CURRENT;
     d->used = CURRENT_USED;
-    bin->cur = ref_of(d);
+    bin->current = cm_entry_make(ref_of(d), class_of(d));
 }
 
 /* A mailbox holds anything? (Relaxed: a hint; draining validates.) */
@@ -258,8 +258,8 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
     cm_bin_t *bin = &h->bins[cls];
     const cm_class_info_t *ci = &cm_class_info[cls];
     for (;;) {
-        if (bin->cur) {
-            cm_desc_t *d = desc(bin->cur);
+        cm_desc_t *d = cm_bin_current(bin);
+        if (d) {
             /* calloc from memory the OS gave us zeroed: no clearing */
             if (zero && !d->dirty && !d->local_free && carved_of(d) < ci->max_count &&
                 cm_anchor_count(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == 0) {
@@ -272,13 +272,13 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
         }
         if (!bin->avail && mailbox_pending(h)) cm_heap_drain_mailbox(h);
         if (bin->avail) {
-            cm_desc_t *d = desc(bin->avail);
+            d = desc(bin->avail);
             list_unlink(&bin->avail, d);
             make_current(bin, d);
             continue;
         }
         if ((++h->refills & 63) == 0) cm_pool_decay();
-        cm_desc_t *d = cm_pool_acquire(cls, h->space, h->ref, h->thread);
+        d = cm_pool_acquire(cls, h->space, h->ref, h->thread);
         if (!d) {
             errno = ENOMEM;
             return NULL;

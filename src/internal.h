@@ -106,21 +106,45 @@
 #define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
 
 typedef struct cm_class_info {
-    uint64_t recip;        /* (offset * recip) >> CM_RECIP_SHIFT == offset / block_size */
+    uint64_t odd_inverse;  /* of block_size's odd part, mod 2^64: cm_block_index */
     uint64_t span_mask;    /* superblock size - 1: offset of a block = address & span_mask */
     uint32_t block_size;   /* bytes per block, a multiple of 16 */
-    uint32_t max_count;    /* blocks per superblock */
+    uint32_t max_count;    /* blocks per superblock; 0 in the entries of no class */
     uint8_t span_shift;    /* log2 of the superblock size */
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
+    uint8_t twos;          /* log2 of block_size's power-of-two factor */
 } cm_class_info_t;
 
 _Static_assert(sizeof(cm_class_info_t) == 32, "class info stays 32 bytes (one shift to index)");
 
 #include "size_class_table.h"
 
-CM_INLINE unsigned cm_size_to_class(size_t size) {
-    return size <= CM_LOOKUP1_MAX ? cm_class_by_16[(size + 15) >> 4]
-                                  : cm_class_by_128[(size + 127) >> 7];
+_Static_assert(CM_CLASS_INFO_LEN == 1 << CM_ENTRY_CLASS_BITS, "every page-map class value has an entry");
+
+CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_16[(size + 15) >> 4]; }
+
+/* The index of the block at offset off of a superblock of class ci if a
+ * block starts there, else a value >= ci->max_count: one test checks both
+ * (and fails for every entry of no class). With block_size = odd << twos,
+ * off * odd_inverse rotated right by twos is off / block_size when the
+ * division is exact, and otherwise has high bits set (Granlund and
+ * Montgomery's divisibility test); gen_size_classes proves it on every
+ * offset of every class. */
+CM_INLINE uint64_t cm_block_index(const cm_class_info_t *ci, uint64_t off) {
+    uint64_t x = off * ci->odd_inverse;
+    return x >> ci->twos | x << ((64 - ci->twos) & 63);
+}
+
+/* True if p is the start of a block of a superblock of class ci (spans
+ * are aligned to their size). */
+CM_INLINE bool cm_is_block_start(const cm_class_info_t *ci, const void *p) {
+    return cm_block_index(ci, (uintptr_t)p & ci->span_mask) < ci->max_count;
+}
+/* The class of p if p is the start of a small block of ours (its page-map
+ * entry gives the class), else 0. */
+CM_INLINE unsigned cm_small_class_of(const void *p, uint32_t entry) {
+    unsigned cls = entry & CM_ENTRY_CLASS_MASK;
+    return cm_is_block_start(&cm_class_info[cls], p) ? cls : 0;
 }
 
 /* ---------------------------------------------------------------- anchor */
@@ -508,7 +532,8 @@ CM_HIDDEN bool cm_large_trim(void);
 /* ---------------------------------------------------------------- heaps */
 typedef struct cm_bin {
     void *head;      /* free blocks of the current superblock: malloc pops here */
-    uint32_t cur;    /* ref of the current superblock, 0 if none */
+    uint32_t current; /* page-map entry of the current superblock ({ref, class}: free compares
+                         a block's entry with it), 0 if none */
     uint32_t avail;  /* first of the superblocks with free blocks (CM_AT_AVAIL) */
 } cm_bin_t;
 
@@ -558,6 +583,11 @@ CM_HIDDEN extern _Atomic uint32_t cm_trim_epoch;
 
 /* The calling thread's default heap, for the fast paths. */
 CM_INLINE cm_heap_t *cm_my_heap(void) { return cm_thread.heap; }
+
+/* The bin's current superblock, NULL if none. */
+CM_INLINE cm_desc_t *cm_bin_current(const cm_bin_t *bin) {
+    return bin->current ? cm_desc_from_ref(cm_entry_ref(bin->current)) : NULL;
+}
 
 /* Pop a block of a non-empty bin. The compiler must assume a block's words
  * may alias the bin: pop clears the block before it updates the bin. */

@@ -43,9 +43,7 @@ static cm_desc_stack_t *stack_for(const cm_desc_t *d, uint32_t thread) {
 }
 
 static uint32_t block_index(const cm_desc_t *d, const void *p) {
-    uint64_t off = (uint64_t)((const char *)p - d->base);
-    return (uint32_t)((off * cm_class_info[atomic_load_explicit(&d->size_class, memory_order_relaxed)].recip) >>
-                      CM_RECIP_SHIFT);
+    return (uint32_t)cm_block_index(&cm_class_info[class_of(d)], (uint64_t)((const char *)p - d->base));
 }
 
 /* ------------------------------------------------------------ new superblocks */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tables_rodata: instance-independent tables (seed 001). Every constant table
-# of the allocator (the size classes with their geometry, the two
-# size-to-class lookups) is defined once, in .rodata of the built library:
+# of the allocator (the size classes with their geometry, the
+# size-to-class lookup) is defined once, in .rodata of the built library:
 # shared by every process that maps it, never computed at run time (the
 # library has no start-up constructor: .init_array holds only the
 # compiler's frame_dummy). Also reports the library's writable data (.data,
@@ -11,7 +11,7 @@ set -eu
 fail=0
 sections=$(readelf -SW "$CM_LIB" | sed -n 's/^ *\[ *\([0-9]*\)\] *\([^ ]*\) .*/\1 \2/p')
 rodata=$(printf '%s\n' "$sections" | awk '$2 == ".rodata" {print $1}')
-for table in cm_class_info cm_class_by_16 cm_class_by_128; do
+for table in cm_class_info cm_class_by_16; do
     where=$(readelf -sW "$CM_LIB" | awk -v t="$table" '$8 == t {print $7}')
     copies=$(printf '%s\n' "$where" | grep -c . || true)
     if [ "$copies" != 1 ] || [ "$where" != "$rodata" ]; then

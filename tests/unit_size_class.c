@@ -1,6 +1,6 @@
 /* unit_size_class: the generated size-class table. Every size maps to the
  * smallest class that fits; classes follow the 16-byte / four-per-doubling
- * rule; superblock geometry and the division reciprocals are exact; and the
+ * rule; superblock geometry and the block-index test are exact; and the
  * tables live in read-only memory (built at compile time, not at run time). */
 #include <stdint.h>
 #include <string.h>
@@ -44,9 +44,12 @@ int main(void) {
               ci->max_count);
         CHECK((span - ci->max_count * bs) * 8 <= span, "class %u wastes more than 1/8", c);
         CHECK(ci->carve_batch >= 1 && ci->carve_batch <= ci->max_count, "class %u carve batch", c);
-        for (uint64_t off = 0; off < span; off += 1 + off % 997)
-            CHECK(((off * ci->recip) >> CM_RECIP_SHIFT) == off / bs, "class %u reciprocal at %llu", c,
+        for (uint64_t off = 0; off < span; off++) {
+            bool start = off % bs == 0 && off / bs < ci->max_count;
+            uint64_t idx = cm_block_index(ci, off);
+            CHECK(start ? idx == off / bs : idx >= ci->max_count, "class %u block index at %llu", c,
                   (unsigned long long)off);
+        }
     }
     for (size_t size = 0; size <= CM_SMALL_MAX; size++) {
         unsigned c = cm_size_to_class(size);
@@ -55,8 +58,10 @@ int main(void) {
         CHECK(c == 1 || cm_class_info[c - 1].block_size < size, "size %zu -> not the smallest class", size);
     }
     CHECK(in_readonly_mapping(cm_class_info), "class table not in read-only memory");
-    CHECK(in_readonly_mapping(cm_class_by_16) && in_readonly_mapping(cm_class_by_128),
-          "lookup tables not in read-only memory");
+    for (unsigned c = CM_NUM_CLASSES + 1; c < CM_CLASS_INFO_LEN; c++)
+        CHECK(cm_class_info[c].max_count == 0, "entry %u is no class but has blocks", c);
+    CHECK(cm_class_info[0].max_count == 0, "entry 0 is no class but has blocks");
+    CHECK(in_readonly_mapping(cm_class_by_16), "lookup table not in read-only memory");
     printf("size classes: %d classes, all sizes 0..%u map to the smallest fitting class\n", CM_NUM_CLASSES,
            CM_SMALL_MAX);
     return 0;
