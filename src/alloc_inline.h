@@ -13,7 +13,6 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
-CM_HIDDEN CM_NOINLINE void cm_free_small(void *p, uint32_t entry);
 CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);
 CM_HIDDEN void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size);
 CM_HIDDEN void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size);
@@ -35,33 +34,35 @@ CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
 
 CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_my_heap(), size); }
 
-/* free, with the bin of the calling thread's default heap of `space` tried
- * first (plain for free, the cage for cm_cage_free): a block of the
- * superblock that heap is allocating from goes straight back onto its bin
- * (the next malloc of its class reuses it while it is hot); any other block
- * takes the descriptor path (cm_free_small: its superblock's local list if
- * this thread owns it, else one CAS onto its anchor). No atomic
- * instruction. Misuse is reported as free's (as it is for cm_free). */
-CM_INLINE void cm_free_first_to(unsigned space, void *p) {
+/* free: a block of a superblock the calling thread owns goes straight onto
+ * that superblock's local list, whichever heap of the thread owns it and
+ * whether or not it is the one its class allocates from now (no branch on
+ * that: random frees across a class's superblocks would mispredict it).
+ * Everything else leaves by a tail call: another thread's superblock (one
+ * CAS), the superblock's last block out or a parked one (cm_used_fast),
+ * a block that looks free already, a large block, NULL, or no block of
+ * ours. No atomic instruction. */
+CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
-    unsigned cls = cm_entry_class(entry);
-    if (cm_likely(cm_is_block_start(&cm_class_info[cls], p))) {
-        /* the heap is loaded here, not by the caller: the paths that do not
-         * need it then do not load it */
-        cm_heap_t *h = space == CM_SPACE_CAGE ? cm_thread.cage : cm_my_heap();
-        cm_bin_t *bin = &h->bins[cls];
-        /* the other cases leave by a tail call, so this path keeps no
-         * registers to save and restore */
-        if (cm_likely(bin->current == entry && !cm_block_looks_free(p))) {
-            cm_bin_push(bin, p);
-            return;
+    if (cm_likely(cm_is_block_start(&cm_class_info[cm_entry_class(entry)], p))) {
+        cm_desc_t *d = cm_desc_of_entry(entry);
+        /* relaxed: only this thread ever stores its own ref into owner, so
+         * equality cannot come from a stale value; when it holds, the
+         * owner-private fields below are ours */
+        if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
+            uint32_t used = d->used;
+            if (cm_likely(cm_used_fast(used) && !cm_block_looks_free(p))) {
+                void *head = d->local_free;
+                d->local_free = p;
+                ((cm_free_block_t *)p)->link = cm_link_encode(p, head);
+                d->used = used - 1;
+                return;
+            }
         }
-        cm_free_small(p, entry);
+        cm_free_small_slow(p, d);
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not a block of ours */
 }
-
-CM_INLINE void cm_free_inline(void *p) { cm_free_first_to(CM_SPACE_PLAIN, p); }
 
 #endif /* CM_ALLOC_INLINE_H */

@@ -15,12 +15,6 @@
 
 #include "alloc_inline.h"
 
-/* A current superblock's `used` is not kept exact (blocks move between its
- * lists and the bin without counting): it is set this high so the free fast
- * path (which wants used > 1) never stops for it. It is made exact again
- * when the superblock stops being current. */
-#define CURRENT_USED (1u << 30)
-
 static cm_desc_t *desc(uint32_t ref) { return cm_desc_from_ref(ref); }
 static uint32_t ref_of(const cm_desc_t *d) { return cm_desc_ref(d); }
 static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
@@ -76,6 +70,16 @@ void cm_heap_check_owner(const cm_heap_t *h, const char *func) {
         cm_fatal(func, "heap used by a thread that does not own it (or not a live heap)", h);
 }
 
+/* Parked d has a free block again: it joins the end of its class's avail
+ * list (the superblocks ahead of it, freed into longer ago, have more free
+ * blocks by now, and it gathers more until the class reaches it: refilling
+ * from it at its first free block would take one block per refill). */
+static void unpark(cm_heap_t *h, cm_desc_t *d) {
+    list_unlink(&h->parked, d);
+    d->used &= ~CM_USED_PARKED;
+    list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+}
+
 /* ------------------------------------------------------------ a superblock's lists */
 
 static uint32_t list_length(void *head, void **tail) {
@@ -98,10 +102,8 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
         d->local_free = chain;
         d->used -= n;
     }
-    if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED)) {
-        list_unlink(&h->parked, d);
-        list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
-    }
+    if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED))
+        unpark(h, d);
 }
 
 /* Bin cls stops allocating from its current superblock: the bin's blocks
@@ -224,7 +226,7 @@ static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigne
         return true;
     }
     if (cm_pool_park(d)) {
-        d->used = cm_class_info[cls].max_count; /* every block is out */
+        d->used = cm_class_info[cls].max_count | CM_USED_PARKED; /* every block is out */
         bin->current = 0;
         list_push(&h->parked, d, CM_AT_PARKED);
     }
@@ -233,8 +235,8 @@ static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigne
 
 static void make_current(cm_bin_t *bin, cm_desc_t *d) {
     d->at = CM_AT_CURRENT;
-    d->used = CURRENT_USED;
-    bin->current = cm_entry_make(ref_of(d), class_of(d));
+    d->used = CM_USED_CURRENT;
+    bin->current = ref_of(d);
 }
 
 /* A mailbox holds anything? (Relaxed: a hint; draining validates.) */
@@ -328,24 +330,9 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
  * free tried first (the default heap's, or for cm_cage_free the default
  * cage heap's): the owner pushes it on the superblock's local list with
  * plain stores; the slow path takes the rest. */
-void cm_free_small(void *p, uint32_t entry) {
-    cm_desc_t *d = desc(cm_entry_ref(entry));
-    if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
-        void *head = d->local_free; /* read only by the owner: after the test */
-        uint32_t used = d->used;
-        if (cm_likely(head != NULL && used > 1 && !cm_block_looks_free(p))) {
-            cm_block_set_next(p, head);
-            d->local_free = p;
-            d->used = used - 1;
-            return;
-        }
-    }
-    cm_free_small_slow(p, d);
-}
-
-/* The descriptor path stops here for a block of d that another thread owns
- * (or none), that looks free already, that is the first on d's empty local
- * list, or that may be d's last block out. */
+/* The free fast path stops here for a block of d that another thread owns
+ * (or none), that looks free already, of a parked superblock, or that may
+ * be d's last block out. */
 void cm_free_small_slow(void *p, cm_desc_t *d) {
     if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, class_of(d));
     /* relaxed: only our own thread stores our ref into d->owner */
@@ -356,19 +343,12 @@ void cm_free_small_slow(void *p, cm_desc_t *d) {
     cm_block_set_next(p, d->local_free);
     d->local_free = p;
     if (d->at == CM_AT_CURRENT) {
-        d->used = CURRENT_USED;
+        d->used = CM_USED_CURRENT;
         return;
     }
     cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
-    /* At the end of avail: the superblocks ahead of it, freed into longer
-     * ago, have more free blocks by now, and it gathers more until the
-     * class reaches it (refilling from it at its first free block would
-     * take one block per refill). Its anchor may stay OWNED_FULL: a remote
-     * free then sends a stale hint. */
-    if (d->at == CM_AT_PARKED) {
-        list_unlink(&h->parked, d);
-        list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
-    }
+    /* its anchor may stay OWNED_FULL: a remote free then sends a stale hint */
+    if (d->at == CM_AT_PARKED) unpark(h, d);
     if (--d->used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
 }
 
@@ -507,6 +487,7 @@ void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
     while (h->parked) {
         cm_desc_t *d = desc(h->parked);
         list_unlink(&h->parked, d);
+        d->used &= ~CM_USED_PARKED;
         atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
         list_push(&to->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }

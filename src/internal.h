@@ -32,9 +32,10 @@
  *              Every thread has a default heap (what malloc uses); programs
  *              make more with cm_heap_new. A heap's thread is its owner.
  *  bin         per heap and class: the free blocks of the current
- *              superblock, popped by malloc; the default heap's owner pushes
- *              blocks of that superblock back here when it frees them.
- *  local free list  per owned superblock, the other blocks its owner thread
+ *              superblock, popped by malloc; refilled from that
+ *              superblock's local free list (or its remote frees, or its
+ *              uncarved rest) when it runs dry.
+ *  local free list  per owned superblock, the blocks its owner thread
  *              freed; plain loads and stores (descriptor.local_free).
  *  remote free a free by a thread that does not own the superblock: one CAS
  *              pushes the block on the superblock's anchor list, which the
@@ -197,7 +198,7 @@ typedef struct cm_desc {
         void *local_free;        /* small, owned: the owner's frees (plain, owner only) */
         size_t map_size;         /* large: bytes mapped; the block is base itself */
     };
-    uint32_t used;               /* owned: carved blocks neither free locally nor in the heap's list */
+    uint32_t used;               /* owned: carved blocks neither free locally nor in the heap's bin (cm_used_fast) */
     _Atomic uint32_t carved;     /* blocks carved so far (owner writes; statistics read) */
     _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
     _Atomic uint32_t owner;      /* ref of the owning thread (its default heap), 0 if none */
@@ -210,6 +211,23 @@ _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache li
 CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
 
 CM_INLINE cm_desc_t *cm_desc_from_ref(uint32_t ref) { return cm_desc_region + ref; }
+/* A page-map entry's descriptor: its ref is the entry's high bits, and a
+ * descriptor is 2^CM_ENTRY_REF_SHIFT bytes, so masking off the class gives
+ * the byte offset (one AND, no shift). */
+_Static_assert(sizeof(cm_desc_t) == 1u << CM_ENTRY_REF_SHIFT, "an entry without its class is its descriptor's offset");
+CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
+    return (cm_desc_t *)((char *)cm_desc_region + (entry & ~CM_ENTRY_CLASS_MASK));
+}
+
+/* An owned superblock's `used` also tells the owner's free whether it may
+ * take the fast path: exact (>= 1) for one on its heap's avail list, where
+ * 1 means the free may empty it; CM_USED_CURRENT while its class allocates
+ * from it (not counted: blocks move between its list and the bin freely);
+ * its block count with CM_USED_PARKED set while parked (the first free must
+ * move it to avail). The fast path wants 2 <= used < CM_USED_PARKED. */
+#define CM_USED_CURRENT (1u << 30)
+#define CM_USED_PARKED (1u << 31)
+CM_INLINE bool cm_used_fast(uint32_t used) { return used - 2 < CM_USED_PARKED - 2; }
 CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
 
 /* A lock-free stack of descriptors: head = {ref:32, tag:32}, CAS'ed as one word. */
@@ -532,8 +550,7 @@ CM_HIDDEN bool cm_large_trim(void);
 /* ---------------------------------------------------------------- heaps */
 typedef struct cm_bin {
     void *head;      /* free blocks of the current superblock: malloc pops here */
-    uint32_t current; /* page-map entry of the current superblock ({ref, class}: free compares
-                         a block's entry with it), 0 if none */
+    uint32_t current; /* ref of the current superblock, 0 if none */
     uint32_t avail;  /* first of the superblocks with free blocks (CM_AT_AVAIL) */
 } cm_bin_t;
 
@@ -586,7 +603,7 @@ CM_INLINE cm_heap_t *cm_my_heap(void) { return cm_thread.heap; }
 
 /* The bin's current superblock, NULL if none. */
 CM_INLINE cm_desc_t *cm_bin_current(const cm_bin_t *bin) {
-    return bin->current ? cm_desc_from_ref(cm_entry_ref(bin->current)) : NULL;
+    return bin->current ? cm_desc_from_ref(bin->current) : NULL;
 }
 
 /* Pop a block of a non-empty bin. The compiler must assume a block's words
@@ -597,15 +614,6 @@ CM_INLINE void *cm_bin_pop(cm_bin_t *bin) {
     cm_block_mark_used(b);
     bin->head = next;
     return b;
-}
-
-/* Push p on a bin (p is a block of the bin's current superblock). The
- * compiler must assume the block may alias the bin: read the bin first. */
-CM_INLINE void cm_bin_push(cm_bin_t *bin, void *p) {
-    void *head = bin->head;
-    uintptr_t link = cm_link_encode(p, head);
-    bin->head = p;
-    ((cm_free_block_t *)p)->link = link;
 }
 
 /* The slow paths (heap_alloc.c). */

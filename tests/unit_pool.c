@@ -92,8 +92,8 @@ static void check_lifecycle(void) {
 
     uint32_t some = max / 2;
     for (uint32_t i = 0; i < some; i++) cm_free(blocks[i]);
-    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && cm_heap_get_default()->bins[cls].head == blocks[some - 1],
-          "local frees of the current superblock go back on the heap's bin, not the anchor: state %u count %u",
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && d->local_free == blocks[some - 1],
+          "local frees of the current superblock go on its local list, not the anchor: state %u count %u",
           state_of(d), count_of(d));
     pthread_t t;
     pthread_create(&t, NULL, remote_free, blocks[some]);
