@@ -7,9 +7,6 @@
 #include "internal.h"
 
 _Atomic int cm_initialized;
-#if CM_HARDENING
-bool cm_harden = true;
-#endif
 uintptr_t cm_link_key;
 #ifdef CM_TEST_HOOKS
 void (*volatile cm_test_hook)(const char *point);
@@ -54,7 +51,7 @@ static bool init_descriptor_region(void) {
 
 void cm_init_slow(void) {
     cm_os_init();
-    cm_options_load(); /* sets cm_harden too */
+    cm_options_load();
     const char *secret_source = init_link_key();
     if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */
     cm_thread_global_init();

@@ -255,11 +255,15 @@ typedef struct cm_region {
     _Atomic uint64_t chunk_free[CM_REGION_CHUNKS];            /* bit u: unit u of the chunk is free */
     _Atomic uint64_t chunk_listed[CM_REGION_CHUNKS / 64];     /* bit c: chunk c may have free units */
 } cm_region_t;
-/* Root slot i holds the byte offset of its region from cm_pagemap_empty_leaf,
- * an all-zero array of entries in .bss; 0 (the .bss initial value) names that
- * empty leaf, so a lookup needs no null test. */
-CM_HIDDEN extern _Atomic uintptr_t cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
-CM_HIDDEN extern _Atomic uint32_t cm_pagemap_empty_leaf[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
+/* Root slot i holds the byte offset of its region from the map itself,
+ * whose first member is an all-zero array of entries in .bss: 0 (the .bss
+ * initial value) names that empty leaf, so a lookup needs no null test, and
+ * the root and the leaves are reached from one base address. */
+typedef struct cm_pagemap {
+    _Atomic uint32_t empty_leaf[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
+    _Atomic uintptr_t root[CM_PAGEMAP_ROOT_LEN];
+} cm_pagemap_t;
+CM_HIDDEN extern cm_pagemap_t cm_pagemap;
 
 /* The entry for address a, 0 if a is in no unit of ours. Two dependent loads:
  * the root (2^15 slots, one per 4 GiB, hot) and the leaf. The acquire on the
@@ -267,14 +271,13 @@ CM_HIDDEN extern _Atomic uint32_t cm_pagemap_empty_leaf[(size_t)1 << CM_PAGEMAP_
 CM_INLINE uint32_t cm_pagemap_get(uintptr_t a) {
     uintptr_t slot = a >> 32;
     if (cm_unlikely(slot >= CM_PAGEMAP_ROOT_LEN)) return 0;
-    _Atomic uint32_t *leaf =
-        (_Atomic uint32_t *)((char *)cm_pagemap_empty_leaf +
-                             atomic_load_explicit(&cm_pagemap_root[slot], memory_order_acquire));
+    const _Atomic uint32_t *leaf =
+        (const _Atomic uint32_t *)((char *)&cm_pagemap + atomic_load_explicit(&cm_pagemap.root[slot], memory_order_acquire));
     /* relaxed: an entry is published before its blocks exist; whoever frees a
      * block got it through synchronisation that orders the entry's store. */
-    return atomic_load_explicit(&leaf[(a >> CM_UNIT_SHIFT) & ((1u << CM_PAGEMAP_LEAF_BITS) - 1)],
-                                memory_order_relaxed);
+    return atomic_load_explicit(&leaf[(uint16_t)(a >> CM_UNIT_SHIFT)], memory_order_relaxed);
 }
+_Static_assert(CM_PAGEMAP_LEAF_BITS == 16, "a leaf index is the address's third 16 bits");
 /* Set the entries of [start, start + size), creating its regions; false if
  * the OS has no memory for a region (or the range is not a user address). */
 CM_HIDDEN bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry);
@@ -471,11 +474,9 @@ typedef struct cm_free_block {
 #ifndef CM_HARDENING
 #define CM_HARDENING 1 /* cmake -DCAGEMALLOC_HARDENING=OFF sets 0 */
 #endif
-#if CM_HARDENING
-CM_HIDDEN extern bool cm_harden; /* CAGEMALLOC_HARDEN; fixed at init */
-#else
-#define cm_harden false          /* every hardening branch compiles away */
-#endif
+/* A build-time constant, so the fast paths carry no test of it (a run-time
+ * switch cost four instructions per malloc+free pair). */
+#define cm_harden ((bool)CM_HARDENING)
 CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 15) /* set in no decoded link */

@@ -1,6 +1,7 @@
 /* options.c: the CAGEMALLOC_* environment variables, read once at init.
  * Read with secure_getenv: in a set-user-ID or otherwise privileged process
- * (AT_SECURE) they are ignored, so no caller can turn hardening off there. */
+ * (AT_SECURE) they are ignored, so no caller can change how such a process
+ * allocates. Hardening is not among them: it is a build option. */
 #define _GNU_SOURCE /* secure_getenv */
 #include <stdlib.h>
 
@@ -68,7 +69,4 @@ void cm_options_load(void) {
     SET_ONCE(cm_options.klass_gaps, d.klass_gaps, o.klass_gaps);
     SET_ONCE(cm_options.code_range, d.code_range, o.code_range);
     SET_ONCE(cm_options.cage_limit, d.cage_limit, o.cage_limit);
-#if CM_HARDENING
-    SET_ONCE(cm_harden, true, env_flag("CAGEMALLOC_HARDEN", true)); /* read on hot paths: a plain bool */
-#endif
 }

@@ -7,14 +7,14 @@
  * slots in .bss (one per 4 GiB, zero pages until touched) and a region
  * record (264 KiB, lazily committed: 2^16 entries plus the arena's chunk
  * bitmaps) is mapped the first time we own something in its 4 GiB. Slots
- * hold offsets from a shared all-zero leaf, so the lookup has no null test.
+ * hold offsets from the map, which begins with a shared all-zero leaf, so
+ * the lookup has no null test.
  * Regions are never unmapped: a stale read of one is always harmless. */
 #include "internal.h"
 
 #define LEAF_LEN ((size_t)1 << CM_PAGEMAP_LEAF_BITS)
 
-_Atomic uintptr_t cm_pagemap_root[CM_PAGEMAP_ROOT_LEN];
-_Atomic uint32_t cm_pagemap_empty_leaf[LEAF_LEN];
+cm_pagemap_t cm_pagemap;
 /* Root slots (+1, so 0 means "not stored yet") of the regions created, in
  * order; a slot is listed once its region is installed (a scanner may miss
  * a region for that instant only). */
@@ -22,18 +22,18 @@ static _Atomic uint16_t region_slots[CM_PAGEMAP_ROOT_LEN];
 static _Atomic uint32_t regions_listed;
 
 static cm_region_t *region_at_offset(uintptr_t offset) {
-    return (cm_region_t *)((char *)cm_pagemap_empty_leaf + offset);
+    return (cm_region_t *)((char *)&cm_pagemap + offset);
 }
 
 /* Install the region of root slot i if missing: a CAS race whose losers
  * unmap theirs. The release pairs with the acquire in cm_pagemap_get. */
 static cm_region_t *region_for(size_t i) {
-    uintptr_t offset = atomic_load_explicit(&cm_pagemap_root[i], memory_order_acquire);
+    uintptr_t offset = atomic_load_explicit(&cm_pagemap.root[i], memory_order_acquire);
     if (offset) return region_at_offset(offset);
     cm_region_t *mine = cm_os_map(sizeof(cm_region_t));
     if (!mine) return NULL;
-    if (atomic_compare_exchange_strong_explicit(&cm_pagemap_root[i], &offset,
-                                                (uintptr_t)mine - (uintptr_t)cm_pagemap_empty_leaf,
+    if (atomic_compare_exchange_strong_explicit(&cm_pagemap.root[i], &offset,
+                                                (uintptr_t)mine - (uintptr_t)&cm_pagemap,
                                                 memory_order_acq_rel, memory_order_acquire)) {
         /* relaxed ticket; release store: a reader of the list sees the slot */
         uint32_t at = atomic_fetch_add_explicit(&regions_listed, 1, memory_order_relaxed);
@@ -62,7 +62,7 @@ bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry) {
 
 cm_region_t *cm_pagemap_region(uintptr_t a) {
     if ((a >> 32) >= CM_PAGEMAP_ROOT_LEN) return NULL;
-    uintptr_t offset = atomic_load_explicit(&cm_pagemap_root[a >> 32], memory_order_acquire);
+    uintptr_t offset = atomic_load_explicit(&cm_pagemap.root[a >> 32], memory_order_acquire);
     return offset ? region_at_offset(offset) : NULL;
 }
 

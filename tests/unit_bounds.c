@@ -82,7 +82,7 @@ static void check_pagemap_bounds(void) {
     CHECK(!cm_pagemap_set(beyond, CM_UNIT_SIZE, 0x12345), "a range beyond the address space was accepted");
     CHECK(!cm_pagemap_set(beyond - CM_UNIT_SIZE, 2 * CM_UNIT_SIZE, 0x12345), "a range crossing the top was accepted");
     for (size_t i = 0; i < ((size_t)1 << CM_PAGEMAP_LEAF_BITS); i++)
-        CHECK(atomic_load(&cm_pagemap_empty_leaf[i]) == 0, "the shared empty leaf was written at %zu", i);
+        CHECK(atomic_load(&cm_pagemap.empty_leaf[i]) == 0, "the shared empty leaf was written at %zu", i);
 }
 
 /* ---- decay's work per pass ---- */
