@@ -44,6 +44,18 @@ CM_EXPORT int mallopt(int param, int value) {
 }
 CM_EXPORT void cfree(void *p) { cm_free_inline(p); }
 
+/* The plain operator new and new[] (override_new.cpp, which tail-calls
+ * this): malloc's fast path, with new's own slow path (the new-handler
+ * loop, std::bad_alloc) instead of malloc's NULL. */
+CM_HIDDEN void *cm_new_slow(size_t size);
+CM_HIDDEN void *cm_impl_new(size_t size) {
+    if (cm_likely(size <= CM_SMALL_MAX)) {
+        cm_bin_t *bin = &cm_my_heap()->bins[cm_size_to_class(size)];
+        if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
+    }
+    return cm_new_slow(size);
+}
+
 CM_EXPORT void *__libc_malloc(size_t size) { return cm_malloc_inline(size); }
 CM_EXPORT void __libc_free(void *p) { cm_free_inline(p); }
 CM_EXPORT void *__libc_calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }

@@ -13,6 +13,7 @@ extern "C" {
 __attribute__((visibility("hidden"))) void *cm_impl_malloc(std::size_t size);
 __attribute__((visibility("hidden"))) void cm_impl_free(void *p);
 __attribute__((visibility("hidden"))) void *cm_impl_aligned_alloc(std::size_t align, std::size_t size);
+__attribute__((visibility("hidden"))) void *cm_impl_new(std::size_t size);  // override.c
 }
 
 namespace std {
@@ -54,13 +55,19 @@ inline void *allocate_nothrow(std::size_t size, std::size_t align) noexcept {
 
 }  // namespace
 
+// operator new's slow path, for cm_impl_new (override.c), whose fast path
+// is malloc's: an empty bin, a large block, or no memory.
+extern "C" __attribute__((visibility("hidden"))) void *cm_new_slow(std::size_t size) {
+    return allocate_or_throw(size, 0);
+}
+
 #define CM_EXPORT __attribute__((visibility("default")))
 using std::align_val_t;
 using std::nothrow_t;
 using std::size_t;
 
-CM_EXPORT void *operator new(size_t n) { return allocate_or_throw(n, 0); }
-CM_EXPORT void *operator new[](size_t n) { return allocate_or_throw(n, 0); }
+CM_EXPORT void *operator new(size_t n) { return cm_impl_new(n); }
+CM_EXPORT void *operator new[](size_t n) { return cm_impl_new(n); }
 CM_EXPORT void *operator new(size_t n, const nothrow_t &) noexcept { return allocate_nothrow(n, 0); }
 CM_EXPORT void *operator new[](size_t n, const nothrow_t &) noexcept { return allocate_nothrow(n, 0); }
 CM_EXPORT void *operator new(size_t n, align_val_t a) { return allocate_or_throw(n, size_t(a)); }
