@@ -188,8 +188,9 @@ CM_API CM_MALLOC_ATTRS void *cm_cage_malloc(size_t size);
 CM_API CM_MALLOC_ATTRS void *cm_cage_calloc(size_t count, size_t size);
 CM_API void *cm_cage_realloc(void *p, size_t size);
 CM_API CM_MALLOC_ATTRS void *cm_cage_aligned_alloc(size_t alignment, size_t size);
-/* cm_free, faster for a block in the cage (its inline path tries the
- * thread's cage heap first); any block cm_free takes is accepted. */
+/* cm_free: a block's free goes to its own superblock whatever heap or
+ * space it is in, so this is the same path; any block cm_free takes is
+ * accepted. */
 CM_API void cm_cage_free(void *p);
 /* A new empty heap inside the cage, owned by the calling thread (all cage
  * heaps share the one cage); NULL with errno ENOMEM. */

@@ -2,7 +2,7 @@
 // from malloc and cm::Member<T> references in the cage (bench/cage runs it).
 //
 //   cage raw|member tree|graph [nodes]
-//   cage pairs malloc|cage|cage-cm_free [pairs]
+//   cage pairs malloc|cage [pairs]
 //                                       (the cage's fast path against malloc's)
 //
 // tree:  a balanced binary search tree of `nodes` nodes {left, right, key,
@@ -307,13 +307,12 @@ void *(*volatile pair_malloc)(size_t);
 void (*volatile pair_free)(void *);
 
 // ns per malloc+free pair, 16 B .. 1 KiB, through volatile pointers (as
-// bench/src/fastpath.c): cm_malloc + cm_free ("malloc"), cm_cage_malloc +
-// cm_cage_free ("cage", what Member's helpers use) or cm_cage_malloc +
-// cm_free ("cage-cm_free").
+// bench/src/fastpath.c): cm_malloc + cm_free ("malloc") or cm_cage_malloc +
+// cm_cage_free ("cage", what Member's helpers use).
 int run_pairs(const char *way, long pairs) {
     bool cage = std::strcmp(way, "malloc") != 0;
     pair_malloc = cage ? cm_cage_malloc : cm_malloc;
-    pair_free = std::strcmp(way, "cage") == 0 ? cm_cage_free : cm_free;
+    pair_free = cage ? cm_cage_free : cm_free;
     static const size_t sizes[] = {16, 32, 64, 128, 256, 512, 1024};
     unsigned sink = 0;
     double start = now();
@@ -333,7 +332,7 @@ int run_pairs(const char *way, long pairs) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s raw|member tree|graph [nodes]\n       %s pairs malloc|cage|cage-cm_free [pairs]\n", argv[0],
+        std::fprintf(stderr, "usage: %s raw|member tree|graph [nodes]\n       %s pairs malloc|cage [pairs]\n", argv[0],
                      argv[0]);
         return 2;
     }
