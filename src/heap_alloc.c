@@ -301,7 +301,7 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
         errno = ENOMEM;
         return NULL;
     }
-    uint32_t size = cm_class_info[cls].block_size, max = cm_class_info[cls].max_count;
+    uint32_t size = cm_class_info[cls].block_size;
     char *b = r.chain ? r.chain : r.fresh;
     void *head = NULL, *tail = NULL;
     uint32_t n = 0;
@@ -310,7 +310,7 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
         n = r.count - 1;
         if (n) list_length(head, &tail);
     } else {
-        for (uint32_t i = max; i-- > 1;) {
+        for (uint32_t i = r.fresh_count; i-- > 1;) {
             char *x = b + (size_t)i * size;
             cm_block_set_next(x, head);
             if (!tail) tail = x;

@@ -352,19 +352,22 @@ __attribute__((noreturn, cold)) CM_HIDDEN void cm_fatal(const char *func, const 
 
 /* ---------------------------------------------------------------- pool */
 /* What a take from the pool hands a caller that owns no superblock (a
- * thread past its exit hook): a chain of free blocks, or a fresh superblock
- * to carve, whose memory is zero unless fresh_dirty (a fully free superblock
- * of another class, taken over while still committed). */
+ * thread past its exit hook): a chain of free blocks, or blocks never
+ * carved (a fresh superblock, or the rest of a partial one) to carve, whose
+ * memory is zero unless fresh_dirty (taken over from another class while
+ * still committed, or the rest of a superblock in use). */
 typedef struct cm_refill {
     void *chain;         /* first block of a chain of `count` free blocks */
     uint32_t count;
-    char *fresh;         /* or: the start of a fresh superblock */
+    char *fresh;         /* or: the first of `fresh_count` blocks never carved */
+    uint32_t fresh_count;
     bool fresh_dirty;
 } cm_refill_t;
 CM_HIDDEN bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out);
 /* A superblock of class cls in `space` for heap `heap` of thread `owner`,
- * now OWNED by it: a partial one (its free blocks on the anchor list), or a
- * fresh one (carved 0, dirty if taken over); NULL when out of memory. */
+ * now OWNED by it: a partial one (its free blocks on the anchor list, and
+ * maybe blocks never carved), or a fresh one (carved 0, dirty if taken
+ * over); NULL when out of memory. */
 CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner);
 /* The owner gives d up: the chain head..tail of n blocks (its local list;
  * tail may be NULL when no block of d is out) joins the anchor list, and d

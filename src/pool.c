@@ -218,21 +218,28 @@ static cm_desc_t *pop_partial(unsigned cls, unsigned space, uint32_t thread, uns
 }
 
 bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
-    out->chain = NULL, out->count = 0, out->fresh = NULL, out->fresh_dirty = false;
+    uint32_t max = cm_class_info[cls].max_count;
+    *out = (cm_refill_t){0};
     cm_anchor_t a;
     cm_desc_t *d = pop_partial(cls, space, 0, CM_FULL, &a);
-    if (d) {
+    if (d && cm_anchor_count(a)) {
         out->chain = block_at(d, cm_anchor_avail(a));
         out->count = cm_anchor_count(a);
         return true;
     }
-    d = take_over_empty(cls, CM_FULL, space);
-    out->fresh_dirty = d != NULL;
-    if (!d) d = new_superblock(cls, CM_FULL, space);
-    if (!d) return false;
-    /* no heap owns it: every block counts as carved (the caller carves them all) */
-    atomic_store_explicit(&d->carved, cm_class_info[cls].max_count, memory_order_relaxed);
-    out->fresh = d->base;
+    if (d) { /* partial for its blocks never carved alone */
+        out->fresh_dirty = true;
+    } else {
+        d = take_over_empty(cls, CM_FULL, space);
+        out->fresh_dirty = d != NULL;
+        if (!d) d = new_superblock(cls, CM_FULL, space);
+        if (!d) return false;
+    }
+    /* no heap owns it: every block counts as carved (the caller carves the rest) */
+    uint32_t carved = carved_of(d);
+    atomic_store_explicit(&d->carved, max, memory_order_relaxed);
+    out->fresh = block_at(d, carved);
+    out->fresh_count = max - carved;
     return true;
 }
 
@@ -291,7 +298,12 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
                 atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
             new = kept ? cm_anchor_next(old, CM_PARTIAL, avail, count) : cm_anchor_next(old, CM_RETIRING, 0, 0);
         } else {
-            new = cm_anchor_next(old, count ? CM_PARTIAL : CM_FULL, avail, count);
+            /* blocks never carved count as free space: a heap that gives d
+             * up with every carved block in use (a thread that allocated
+             * one block and exited) leaves it for the next heap to carve
+             * on, not stranded until one of its blocks comes back */
+            bool has_room = count || max < cm_class_info[cls].max_count;
+            new = cm_anchor_next(old, has_room ? CM_PARTIAL : CM_FULL, avail, count);
         }
         /* release: publishes the links just written (and the freed blocks'
          * last contents) to the thread that takes this list; acquire: when

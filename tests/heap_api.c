@@ -4,7 +4,8 @@
  * returns the memory; delete keeps blocks valid in the default heap;
  * realloc into a heap; blocks of a heap whose thread exited stay valid,
  * are freed from another thread and reused; an abandoned thread's
- * half-used superblocks are reclaimed; 10,000 heaps, and what each costs;
+ * half-used superblocks are reclaimed, and so is the uncarved rest of one
+ * whose every carved block is in use; 10,000 heaps, and what each costs;
  * the owner rule (a clear abort). Every block is pattern-filled and
  * verified before it is freed. */
 #include "core_util.h"
@@ -282,6 +283,43 @@ static void test_exited_owner(void) {
            PER_SUPERBLOCK);
 }
 
+/* Threads that each calloc one block and exit (mleak's pattern): calloc
+ * from a fresh superblock carves just that block, so the superblock is
+ * given up with every carved block in use and the rest never carved; the
+ * next thread's heap must carve on from it rather than start a superblock
+ * of its own (one per thread, before). */
+enum { ONE_BLOCK_THREADS = 200, ONE_BLOCK_SIZE = 112 }; /* a class no other test here uses */
+static block_t one_block[ONE_BLOCK_THREADS];
+
+static void *allocate_one_and_exit(void *arg) {
+    size_t i = (size_t)(uintptr_t)arg;
+    block_t b = {cm_heap_calloc(cm_heap_get_default(), 1, ONE_BLOCK_SIZE), ONE_BLOCK_SIZE, 0};
+    CMT_CHECK(b.p != NULL, "cm_heap_calloc(1, %d) failed", ONE_BLOCK_SIZE);
+    for (size_t k = 0; k < b.n; k++) CMT_CHECK(b.p[k] == 0, "calloc block not zero at %zu", k);
+    b.seed = cmt_seed(b.p, b.n, 0, 5000 + i);
+    cmt_fill(b.p, b.n, b.seed);
+    one_block[i] = b;
+    return NULL;
+}
+
+static void test_one_block_threads(void) {
+    cm_stats_t before, after;
+    cm_stats_get(&before);
+    for (size_t i = 0; i < ONE_BLOCK_THREADS; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, allocate_one_and_exit, (void *)(uintptr_t)i);
+        pthread_join(t, NULL);
+    }
+    cm_stats_get(&after);
+    size_t grew = after.superblocks_live - before.superblocks_live;
+    for (size_t i = 0; i < ONE_BLOCK_THREADS; i++) verify_and_free(&one_block[i]);
+    /* 200 blocks of 112 B fit one 64 KiB superblock; a thread's exit hook
+     * gives its superblocks back, so a few may be in flight at a time */
+    CMT_CHECK(grew <= 4, "%d threads that each left one block live took %zu superblocks", ONE_BLOCK_THREADS, grew);
+    printf("one-block threads: %d threads, each leaving a block live, took %zu superblock(s)\n", ONE_BLOCK_THREADS,
+           grew);
+}
+
 /* ------------------------------------------------------------ many heaps */
 
 static void test_many_heaps(void) {
@@ -334,6 +372,7 @@ static void destroy_default_heap(void) { cm_heap_destroy(cm_heap_get_default());
 
 int main(void) {
     test_exited_owner(); /* first: no partial superblock of 256 B blocks of anyone else's yet */
+    test_one_block_threads();
     test_visit_and_contains();
     test_destroy();
     test_delete_adopts();

@@ -3,8 +3,9 @@
  * duplicates nothing under concurrent pops and pushes; a superblock owned
  * by a heap takes local frees on its local list and remote frees on its
  * anchor, goes back to the pool when its last block is freed (fully free,
- * kept) -> EMPTY (memory returned) -> reused, and a retired span is reused
- * by another class. */
+ * kept) -> EMPTY (memory returned) -> reused, a retired span is reused
+ * by another class, and a superblock given up with blocks never carved
+ * stays partial for them. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -124,6 +125,41 @@ static void check_lifecycle(void) {
     cm_free(again);
 }
 
+/* A heap gives up a superblock whose carved blocks are all in use but
+ * whose rest was never carved (its thread calloc'ed one block from it and
+ * exited): it goes on a partial stack with no free block listed, and a
+ * taker that owns nothing gets the rest as blocks to carve. */
+enum { UNCARVED_CLASS = 10 };
+static void *calloc_one_and_exit(void *out) {
+    *(void **)out = cm_calloc(1, cm_class_info[UNCARVED_CLASS].block_size);
+    return NULL;
+}
+
+static void check_uncarved_rest(void) {
+    const cm_class_info_t *ci = &cm_class_info[UNCARVED_CLASS];
+    void *one = NULL;
+    pthread_t t;
+    pthread_create(&t, NULL, calloc_one_and_exit, &one);
+    pthread_join(t, NULL);
+    CHECK(one != NULL, "calloc");
+    cm_desc_t *d = cm_pool_desc_of(one);
+    CHECK(state_of(d) == CM_PARTIAL && count_of(d) == 0 && atomic_load(&d->carved) == 1,
+          "a superblock given up with its one carved block in use is not left partial: state %u count %u carved %u",
+          state_of(d), count_of(d), atomic_load(&d->carved));
+    cm_refill_t r;
+    CHECK(cm_pool_take(UNCARVED_CLASS, CM_SPACE_PLAIN, &r) && !r.chain && r.fresh == d->base + ci->block_size &&
+              r.fresh_count == ci->max_count - 1 && r.fresh_dirty,
+          "an owner-less take does not get the uncarved rest");
+    CHECK(state_of(d) == CM_FULL && atomic_load(&d->carved) == ci->max_count, "taken: every block counts as carved");
+    char *rest = r.fresh;
+    for (uint32_t i = 0; i + 1 < r.fresh_count; i++)
+        cm_block_set_next(rest + (size_t)i * ci->block_size, rest + (size_t)(i + 1) * ci->block_size);
+    cm_block_set_next(rest + (size_t)(r.fresh_count - 1) * ci->block_size, NULL);
+    cm_pool_return_chain(d, rest, rest + (size_t)(r.fresh_count - 1) * ci->block_size, r.fresh_count);
+    CHECK(state_of(d) == CM_PARTIAL && count_of(d) == ci->max_count - 1, "the rest given back");
+    cm_free(one);
+}
+
 static void check_span_reuse_across_classes(void) {
     unsigned a = CM_NUM_CLASSES - 1, b = CM_NUM_CLASSES - 2;
     CHECK(cm_class_info[a].span_shift == cm_class_info[b].span_shift, "test needs two classes of one span size");
@@ -147,6 +183,7 @@ static void check_span_reuse_across_classes(void) {
 
 int main(void) {
     cm_free(cm_malloc(1)); /* initialise */
+    check_uncarved_rest(); /* first: a fresh superblock, not one kept empty */
     check_anchor_packing();
     check_stack();
     check_lifecycle();
