@@ -244,7 +244,7 @@ void cm_stats_verbose_init(const char *secret_source, const char *clock_source) 
     put_num(&o, CAGEMALLOC_VERSION_MAJOR, 0);
     put(&o, ".");
     put_num(&o, CAGEMALLOC_VERSION_MINOR, 0);
-    put(&o, cm_harden ? ", hardening on (free-list secret from " : ", built without hardening (secret from ");
+    put(&o, cm_harden ? ", hardening on (free-list secret from " : ", hardening off (built without it; secret from ");
     put(&o, secret_source);
     put(&o, ")\ncagemalloc: clock: ");
     put(&o, clock_source);
