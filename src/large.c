@@ -313,6 +313,10 @@ void cm_large_free_remote(cm_desc_t *d) {
 
 void *cm_large_realloc(cm_desc_t *d, size_t size) {
     size_t need = round_to_unit(size), old = d->map_size;
+    /* shrinking by less than half keeps the mapping whole: no system call
+     * now, and none if the block grows back (realloc to random sizes
+     * unmapped a tail and mapped it again at every other call) */
+    if (need < old && need >= old / 2) return d->base;
     if (need < old) {
         shrink(d, need);
     } else if (need > old) {
