@@ -359,7 +359,9 @@ static void sweep_zombies(cm_heap_t *h) {
     for (uint32_t r = h->large, next; r; r = next) {
         cm_desc_t *d = desc(r);
         next = d->link;
-        if (atomic_load_explicit(&d->heap, memory_order_relaxed) != CM_HEAP_ZOMBIE) continue;
+        /* acquire: pairs with the zombie CAS, so the remote freer's reads of
+         * d happen before we release it for reuse */
+        if (atomic_load_explicit(&d->heap, memory_order_acquire) != CM_HEAP_ZOMBIE) continue;
         list_unlink(&h->large, d);
         h->large_count--;
         atomic_fetch_sub_explicit(&h->zombies, 1, memory_order_relaxed);
@@ -411,10 +413,11 @@ static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
     uint32_t expect = h->ref;
     /* release: once d has no heap, any thread may free the block and reuse
      * d; our writes to it (above) happen before that (the freer's load of
-     * d->heap is an acquire). Failing, the remote freer read the mapping
-     * before its own CAS and touches d no more. */
+     * d->heap is an acquire). Failing, d is a zombie: acquire pairs with the
+     * remote freer's release CAS, so its reads of d happen before we
+     * release d for reuse. */
     if (!atomic_compare_exchange_strong_explicit(&d->heap, &expect, to ? to->ref : 0, memory_order_release,
-                                                 memory_order_relaxed)) {
+                                                 memory_order_acquire)) {
         atomic_fetch_sub_explicit(&h->zombies, 1, memory_order_relaxed);
         cm_desc_release(d);
         return;

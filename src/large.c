@@ -288,7 +288,10 @@ void cm_large_free_remote(cm_desc_t *d) {
     uint32_t h = atomic_load_explicit(&d->heap, memory_order_acquire);
     while (h != 0) {
         if (h == CM_HEAP_ZOMBIE) cm_fatal("free", "double free", base);
-        if (!atomic_compare_exchange_weak_explicit(&d->heap, &h, CM_HEAP_ZOMBIE, memory_order_relaxed,
+        /* release: our reads of d (its mapping here, its base when free
+         * checked the pointer) happen before the heap, which acquires the
+         * zombie mark, releases d for reuse */
+        if (!atomic_compare_exchange_weak_explicit(&d->heap, &h, CM_HEAP_ZOMBIE, memory_order_release,
                                                    memory_order_relaxed))
             continue;
         cm_heap_t *owner = cm_heap_record(h);
