@@ -186,8 +186,11 @@ void cm_heap_destroy(cm_heap_t *h) {
         cm_desc_t *d = cm_desc_from_ref(r);
         next = d->link;
         uint32_t expect = h->ref;
-        /* relaxed: decides only who releases what (see large_leave) */
-        if (atomic_compare_exchange_strong_explicit(&d->heap, &expect, 0, memory_order_relaxed, memory_order_relaxed)) {
+        /* decides who releases what (see large_leave); failing, d is a
+         * zombie: acquire pairs with the remote freer's release CAS, so its
+         * reads of d happen before we release d for reuse (the success
+         * order may be no weaker than the failure's) */
+        if (atomic_compare_exchange_strong_explicit(&d->heap, &expect, 0, memory_order_acquire, memory_order_acquire)) {
             atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
             cm_large_free(d);
         } else {

@@ -415,8 +415,8 @@ static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
      * d; our writes to it (above) happen before that (the freer's load of
      * d->heap is an acquire). Failing, d is a zombie: acquire pairs with the
      * remote freer's release CAS, so its reads of d happen before we
-     * release d for reuse. */
-    if (!atomic_compare_exchange_strong_explicit(&d->heap, &expect, to ? to->ref : 0, memory_order_release,
+     * release d for reuse (hence acq_rel on success: no weaker than that). */
+    if (!atomic_compare_exchange_strong_explicit(&d->heap, &expect, to ? to->ref : 0, memory_order_acq_rel,
                                                  memory_order_acquire)) {
         atomic_fetch_sub_explicit(&h->zombies, 1, memory_order_relaxed);
         cm_desc_release(d);
