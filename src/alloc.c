@@ -67,10 +67,8 @@ void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
-    if (cm_likely(total <= CM_SMALL_MAX)) {
-        cm_bin_t *bin = &h->bins[cm_size_to_class(total)];
-        if (cm_likely(bin->head != NULL)) return memset(cm_bin_pop(bin), 0, total);
-    }
+    void *p = cm_heap_try_pop(h, total);
+    if (cm_likely(p != NULL)) return memset(p, 0, total);
     return cm_alloc_generic(h, total, true);
 }
 

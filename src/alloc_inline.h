@@ -26,6 +26,17 @@ CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
     return cm_heap_refill_alloc(h, cls, false);
 }
 
+/* A block of `size` from h's bin if the size is small and the bin has
+ * one, else NULL: the fast path alone, for callers with a slow path of
+ * their own (calloc, operator new). */
+CM_INLINE void *cm_heap_try_pop(cm_heap_t *h, size_t size) {
+    if (cm_likely(size <= CM_SMALL_MAX)) {
+        cm_bin_t *bin = &h->bins[cm_size_to_class(size)];
+        if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
+    }
+    return NULL;
+}
+
 /* malloc is this with the calling thread's default heap. */
 CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
     if (cm_likely(size <= CM_SMALL_MAX)) return cm_heap_alloc_class(h, cm_size_to_class(size));

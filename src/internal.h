@@ -219,6 +219,8 @@ CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
     return (cm_desc_t *)((char *)cm_desc_region + (entry & ~CM_ENTRY_CLASS_MASK));
 }
 
+CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
+
 /* An owned superblock's `used` also tells the owner's free whether it may
  * take the fast path: exact (>= 1) for one on its heap's avail list, where
  * 1 means the free may empty it; CM_USED_CURRENT while its class allocates
@@ -228,7 +230,6 @@ CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
 #define CM_USED_CURRENT (1u << 30)
 #define CM_USED_PARKED (1u << 31)
 CM_INLINE bool cm_used_fast(uint32_t used) { return used - 2 < CM_USED_PARKED - 2; }
-CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
 
 /* A lock-free stack of descriptors: head = {ref:32, tag:32}, CAS'ed as one word. */
 typedef struct cm_desc_stack {

@@ -49,10 +49,8 @@ CM_EXPORT void cfree(void *p) { cm_free_inline(p); }
  * loop, std::bad_alloc) instead of malloc's NULL. */
 CM_HIDDEN void *cm_new_slow(size_t size);
 CM_HIDDEN void *cm_impl_new(size_t size) {
-    if (cm_likely(size <= CM_SMALL_MAX)) {
-        cm_bin_t *bin = &cm_my_heap()->bins[cm_size_to_class(size)];
-        if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
-    }
+    void *p = cm_heap_try_pop(cm_my_heap(), size);
+    if (cm_likely(p != NULL)) return p;
     return cm_new_slow(size);
 }
 
