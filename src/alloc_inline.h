@@ -21,8 +21,8 @@ CM_HIDDEN void *cm_realloc_in_space(cm_heap_t *h, void *p, size_t size);
 
 /* Pop a block of class cls from heap h's bin, refilling if empty. */
 CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
-    cm_bin_t *bin = &h->bins[cls];
-    if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
+    void **head = &h->bin_head[cls];
+    if (cm_likely(*head != NULL)) return cm_bin_pop(head);
     return cm_heap_refill_alloc(h, cls, false);
 }
 
@@ -31,8 +31,8 @@ CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
  * their own (calloc, operator new). */
 CM_INLINE void *cm_heap_try_pop(cm_heap_t *h, size_t size) {
     if (cm_likely(size <= CM_SMALL_MAX)) {
-        cm_bin_t *bin = &h->bins[cm_size_to_class(size)];
-        if (cm_likely(bin->head != NULL)) return cm_bin_pop(bin);
+        void **head = &h->bin_head[cm_size_to_class(size)];
+        if (cm_likely(*head != NULL)) return cm_bin_pop(head);
     }
     return NULL;
 }
@@ -50,25 +50,22 @@ CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_
  * whether or not it is the one its class allocates from now (no branch on
  * that: random frees across a class's superblocks would mispredict it).
  * Everything else leaves by a tail call: another thread's superblock (one
- * CAS), the superblock's last block out or a parked one (cm_used_fast),
+ * CAS), the superblock's last block out or a parked one (cm_free_fast_ok),
  * a block that looks free already, a large block, NULL, or no block of
  * ours. No atomic instruction. */
 CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     if (cm_likely(cm_is_block_start(&cm_class_info[cm_entry_class(entry)], p))) {
         cm_desc_t *d = cm_desc_of_entry(entry);
-        /* relaxed: only this thread ever stores its own ref into owner, so
-         * equality cannot come from a stale value; when it holds, the
-         * owner-private fields below are ours */
-        if (cm_likely(atomic_load_explicit(&d->owner, memory_order_relaxed) == cm_thread.ref)) {
-            uint32_t used = d->used;
-            if (cm_likely(cm_used_fast(used) && !cm_block_looks_free(p))) {
-                void *head = d->local_free;
-                d->local_free = p;
-                ((cm_free_block_t *)p)->link = cm_link_encode(p, head);
-                d->used = used - 1;
-                return;
-            }
+        /* owner and used in one load (internal.h); when the test holds,
+         * the owner-private fields below are ours */
+        uint64_t owner_used = cm_desc_owner_used(d);
+        if (cm_likely(cm_free_fast_ok(owner_used, cm_thread.free_key) && !cm_block_looks_free(p))) {
+            void *head = d->local_free;
+            d->local_free = p;
+            ((cm_free_block_t *)p)->link = cm_link_encode(p, head);
+            atomic_store_explicit(&d->owner_used, owner_used - 1, memory_order_relaxed); /* used - 1 */
+            return;
         }
         cm_free_small_slow(p, d);
         return;

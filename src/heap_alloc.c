@@ -66,7 +66,7 @@ static void list_unlink(uint32_t *list, cm_desc_t *d) {
 }
 
 void cm_heap_check_owner(const cm_heap_t *h, const char *func) {
-    if (cm_unlikely(h == NULL || h->thread != cm_thread.ref))
+    if (cm_unlikely(h == NULL || h->thread != cm_my_ref()))
         cm_fatal(func, "heap used by a thread that does not own it (or not a live heap)", h);
 }
 
@@ -76,7 +76,7 @@ void cm_heap_check_owner(const cm_heap_t *h, const char *func) {
  * from it at its first free block would take one block per refill). */
 static void unpark(cm_heap_t *h, cm_desc_t *d) {
     list_unlink(&h->parked, d);
-    d->used &= ~CM_USED_PARKED;
+    cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
     list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
 }
 
@@ -100,7 +100,7 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
             cm_block_set_next(tail, d->local_free);
         }
         d->local_free = chain;
-        d->used -= n;
+        cm_desc_set_used(d, cm_desc_used(d) - n);
     }
     if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED))
         unpark(h, d);
@@ -114,14 +114,14 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
     cm_desc_t *d = cm_bin_current(bin);
     if (!d) return;
     void *tail = NULL;
-    list_length(bin->head, &tail);
+    list_length(h->bin_head[cls], &tail);
     if (tail) {
         cm_block_set_next(tail, d->local_free);
-        d->local_free = bin->head;
+        d->local_free = h->bin_head[cls];
     }
     void *ignored;
-    d->used = carved_of(d) - list_length(d->local_free, &ignored);
-    bin->head = NULL;
+    cm_desc_set_used(d, carved_of(d) - list_length(d->local_free, &ignored));
+    h->bin_head[cls] = NULL;
     bin->current = 0;
     list_push(&bin->avail, d, CM_AT_AVAIL);
 }
@@ -131,7 +131,7 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
  * (used 0) the local list holds every carved block and is not walked. */
 static void give_up(cm_desc_t *d) {
     void *head = d->local_free, *tail = NULL;
-    uint32_t n = d->used == 0 ? carved_of(d) : list_length(head, &tail);
+    uint32_t n = cm_desc_used(d) == 0 ? carved_of(d) : list_length(head, &tail);
     d->local_free = NULL;
     cm_pool_release(d, head, tail, n);
 }
@@ -142,7 +142,7 @@ static void give_up(cm_desc_t *d) {
 static void empty_on_avail(cm_heap_t *h, cm_desc_t *d) {
     uint32_t *avail = &h->bins[class_of(d)].avail;
     list_unlink(avail, d);
-    if (*avail && desc(*avail)->used == 0) {
+    if (*avail && cm_desc_used(desc(*avail)) == 0) {
         give_up(d);
         return;
     }
@@ -173,7 +173,7 @@ void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref) {
 static void unpark_if_mine(cm_heap_t *h, cm_desc_t *d) {
     if (atomic_load_explicit(&d->heap, memory_order_relaxed) != h->ref || d->at != CM_AT_PARKED) return;
     take_remote_into_local(h, d);
-    if (d->at == CM_AT_AVAIL && d->used == 0) empty_on_avail(h, d);
+    if (d->at == CM_AT_AVAIL && cm_desc_used(d) == 0) empty_on_avail(h, d);
 }
 
 void cm_heap_drain_mailbox(cm_heap_t *h) {
@@ -193,9 +193,10 @@ void cm_heap_drain_mailbox(cm_heap_t *h) {
 
 /* ------------------------------------------------------------ refill */
 
-/* Carve the next batch of d's untouched blocks onto the empty bin. Carving
- * lazily keeps untouched pages out of the resident set. */
-static void carve(cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
+/* Carve the next batch of d's untouched blocks onto the empty bin (head:
+ * its bin_head slot). Carving lazily keeps untouched pages out of the
+ * resident set. */
+static void carve(void **bin_head, cm_desc_t *d, unsigned cls) {
     const cm_class_info_t *ci = &cm_class_info[cls];
     uint32_t carved = carved_of(d), n = ci->max_count - carved;
     if (n > ci->carve_batch) n = ci->carve_batch;
@@ -206,7 +207,7 @@ static void carve(cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
         cm_block_set_next(b, head);
         head = b;
     }
-    bin->head = head;
+    *bin_head = head;
     atomic_store_explicit(&d->carved, carved + n, memory_order_relaxed);
 }
 
@@ -214,19 +215,20 @@ static void carve(cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
  * block left, in which case it is parked (or, if remote frees raced in,
  * the caller simply tries again). */
 static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
+    void **bin_head = &h->bin_head[cls];
     if (d->local_free) {
-        bin->head = d->local_free;
+        *bin_head = d->local_free;
         d->local_free = NULL;
         return true;
     }
     uint32_t n;
-    if ((bin->head = cm_pool_take_remote(d, &n)) != NULL) return true;
+    if ((*bin_head = cm_pool_take_remote(d, &n)) != NULL) return true;
     if (carved_of(d) < cm_class_info[cls].max_count) {
-        carve(bin, d, cls);
+        carve(bin_head, d, cls);
         return true;
     }
     if (cm_pool_park(d)) {
-        d->used = cm_class_info[cls].max_count | CM_USED_PARKED; /* every block is out */
+        cm_desc_set_used(d, cm_class_info[cls].max_count | CM_USED_PARKED); /* every block is out */
         bin->current = 0;
         list_push(&h->parked, d, CM_AT_PARKED);
     }
@@ -235,7 +237,7 @@ static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigne
 
 static void make_current(cm_bin_t *bin, cm_desc_t *d) {
     d->at = CM_AT_CURRENT;
-    d->used = CM_USED_CURRENT;
+    cm_desc_set_used(d, CM_USED_CURRENT);
     bin->current = ref_of(d);
 }
 
@@ -287,7 +289,7 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
         }
         make_current(bin, d);
     }
-    void *b = cm_bin_pop(bin);
+    void *b = cm_bin_pop(&h->bin_head[cls]);
     if (zero) memset(b, 0, ci->block_size);
     return b;
 }
@@ -335,21 +337,23 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
  * be d's last block out. */
 void cm_free_small_slow(void *p, cm_desc_t *d) {
     if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, class_of(d));
-    /* relaxed: only our own thread stores our ref into d->owner */
-    if (atomic_load_explicit(&d->owner, memory_order_relaxed) != cm_thread.ref) {
+    /* only our own thread stores our ref as d's owner */
+    if (cm_desc_owner(d) != cm_my_ref()) {
         cm_pool_free_remote(d, p);
         return;
     }
     cm_block_set_next(p, d->local_free);
     d->local_free = p;
     if (d->at == CM_AT_CURRENT) {
-        d->used = CM_USED_CURRENT;
+        cm_desc_set_used(d, CM_USED_CURRENT);
         return;
     }
     cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
     /* its anchor may stay OWNED_FULL: a remote free then sends a stale hint */
     if (d->at == CM_AT_PARKED) unpark(h, d);
-    if (--d->used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
+    uint32_t used = cm_desc_used(d) - 1;
+    cm_desc_set_used(d, used);
+    if (used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
 }
 
 /* ------------------------------------------------------------ large blocks */
@@ -382,7 +386,7 @@ void *cm_heap_large_alloc(cm_heap_t *h, size_t size, size_t align, bool zero) {
     if (h->ref != 0) {
         if (atomic_load_explicit(&h->zombies, memory_order_relaxed) * 2 > h->large_count) sweep_zombies(h);
         atomic_store_explicit(&d->heap, h->ref, memory_order_relaxed);
-        atomic_store_explicit(&d->owner, h->thread, memory_order_relaxed);
+        cm_desc_set_owner(d, h->thread);
         list_push(&h->large, d, CM_AT_LARGE);
         h->large_count++;
     }
@@ -390,7 +394,7 @@ void *cm_heap_large_alloc(cm_heap_t *h, size_t size, size_t align, bool zero) {
 }
 
 void cm_free_large(cm_desc_t *d) {
-    if (atomic_load_explicit(&d->owner, memory_order_relaxed) != cm_thread.ref) {
+    if (cm_desc_owner(d) != cm_my_ref()) {
         cm_large_free_remote(d);
         return;
     }
@@ -399,7 +403,7 @@ void cm_free_large(cm_desc_t *d) {
     cm_heap_t *h = cm_heap_record(href);
     list_unlink(&h->large, d);
     h->large_count--;
-    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    cm_desc_set_owner(d, 0);
     atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
     cm_large_free(d);
 }
@@ -409,7 +413,7 @@ void cm_free_large(cm_desc_t *d) {
 static void large_leave(cm_heap_t *h, cm_desc_t *d, cm_heap_t *to) {
     list_unlink(&h->large, d);
     h->large_count--;
-    if (!to) atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    if (!to) cm_desc_set_owner(d, 0);
     uint32_t expect = h->ref;
     /* release: once d has no heap, any thread may free the block and reuse
      * d; our writes to it (above) happen before that (the freer's load of
@@ -450,7 +454,7 @@ void cm_heap_collect_owned(cm_heap_t *h) {
         for (uint32_t r = h->bins[c].avail, next; r; r = next) {
             cm_desc_t *d = desc(r);
             next = d->link;
-            if (d->used == 0) {
+            if (cm_desc_used(d) == 0) {
                 list_unlink(&h->bins[c].avail, d);
                 give_up(d);
             }
@@ -490,7 +494,7 @@ void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
     while (h->parked) {
         cm_desc_t *d = desc(h->parked);
         list_unlink(&h->parked, d);
-        d->used &= ~CM_USED_PARKED;
+        cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
         atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
         list_push(&to->bins[class_of(d)].avail, d, CM_AT_AVAIL);
     }

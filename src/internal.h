@@ -198,11 +198,10 @@ typedef struct cm_desc {
         void *local_free;        /* small, owned: the owner's frees (plain, owner only) */
         size_t map_size;         /* large: bytes mapped; the block is base itself */
     };
-    uint32_t used;               /* owned: carved blocks neither free locally nor in the heap's bin (cm_used_fast) */
+    _Atomic uint64_t owner_used; /* {owner:32, used:32}: cm_desc_owner, cm_desc_used */
     _Atomic uint32_t carved;     /* blocks carved so far (owner writes; statistics read) */
-    _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
-    _Atomic uint32_t owner;      /* ref of the owning thread (its default heap), 0 if none */
     _Atomic uint32_t heap;       /* ref of the owning heap, 0 if none (large: or CM_HEAP_ZOMBIE) */
+    _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
     uint32_t prev, link;         /* owner-private: the heap list it is on (CM_AT_*); the first one's prev names the last */
 } __attribute__((aligned(CM_CACHE_LINE))) cm_desc_t;
 
@@ -221,15 +220,43 @@ CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
 
 CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
 
-/* An owned superblock's `used` also tells the owner's free whether it may
- * take the fast path: exact (>= 1) for one on its heap's avail list, where
- * 1 means the free may empty it; CM_USED_CURRENT while its class allocates
- * from it (not counted: blocks move between its list and the bin freely);
- * its block count with CM_USED_PARKED set while parked (the first free must
- * move it to avail). The fast path wants 2 <= used < CM_USED_PARKED. */
+/* A descriptor's owner is the ref of the thread whose heap owns it (its
+ * default heap's), 0 if none; its used count, meaningful while owned, is
+ * the carved blocks neither free on its local list nor in its heap's bin.
+ * Both sit in one word, owner_used = owner << 32 | used, so that the free
+ * fast path tests both with one load and one compare (cm_free_fast_ok).
+ * Only one thread writes the word at a time: the owner, or the thread
+ * making d its own or giving it up (before it publishes d elsewhere);
+ * other threads read the owner only. All relaxed: a thread finds its own
+ * ref there only where it stored it itself, and the private fields it then
+ * reads are its own; what others decide from a stale owner (which heap to
+ * notify, whether a free is remote) is validated where it matters. */
+CM_INLINE uint64_t cm_desc_owner_used(const cm_desc_t *d) {
+    return atomic_load_explicit(&d->owner_used, memory_order_relaxed);
+}
+CM_INLINE uint32_t cm_desc_owner(const cm_desc_t *d) { return (uint32_t)(cm_desc_owner_used(d) >> 32); }
+CM_INLINE uint32_t cm_desc_used(const cm_desc_t *d) { return (uint32_t)cm_desc_owner_used(d); }
+CM_INLINE void cm_desc_set_owner_used(cm_desc_t *d, uint32_t owner, uint32_t used) {
+    atomic_store_explicit(&d->owner_used, (uint64_t)owner << 32 | used, memory_order_relaxed);
+}
+CM_INLINE void cm_desc_set_used(cm_desc_t *d, uint32_t used) { cm_desc_set_owner_used(d, cm_desc_owner(d), used); }
+CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_owner_used(d, owner, cm_desc_used(d)); }
+
+/* An owned superblock's used count also tells the owner's free whether it
+ * may take the fast path: exact (>= 1) for one on its heap's avail list,
+ * where 1 means the free may empty it; CM_USED_CURRENT while its class
+ * allocates from it (not counted: blocks move between its list and the bin
+ * freely); its block count with CM_USED_PARKED set while parked (the first
+ * free must move it to avail). The fast path wants owner == the calling
+ * thread and 2 <= used < CM_USED_PARKED: owner_used - free_key (the
+ * thread's ref << 32 | 2) is below CM_USED_PARKED - 2 exactly then (another
+ * owner leaves a difference >= 2^32 - 2, used < 2 borrows to near 2^64). */
 #define CM_USED_CURRENT (1u << 30)
 #define CM_USED_PARKED (1u << 31)
-CM_INLINE bool cm_used_fast(uint32_t used) { return used - 2 < CM_USED_PARKED - 2; }
+CM_INLINE uint64_t cm_free_key(uint32_t thread_ref) { return (uint64_t)thread_ref << 32 | 2; }
+CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
+    return owner_used - free_key < CM_USED_PARKED - 2;
+}
 
 /* A lock-free stack of descriptors: head = {ref:32, tag:32}, CAS'ed as one word. */
 typedef struct cm_desc_stack {
@@ -553,8 +580,9 @@ CM_HIDDEN size_t cm_large_usable(const cm_desc_t *d);
 CM_HIDDEN bool cm_large_trim(void);
 
 /* ---------------------------------------------------------------- heaps */
+/* A bin's free blocks are not in its record but in the heap's bin_head
+ * array, whose 8-byte slots malloc reaches with one scaled index. */
 typedef struct cm_bin {
-    void *head;      /* free blocks of the current superblock: malloc pops here */
     uint32_t current; /* ref of the current superblock, 0 if none */
     uint32_t avail;  /* first of the superblocks with free blocks (CM_AT_AVAIL) */
 } cm_bin_t;
@@ -563,6 +591,7 @@ typedef struct cm_bin {
 /* Records are type-stable (never unmapped, recycled), so a remote free may
  * write a stale heap's mailbox: the owner validates every ref it reads. */
 struct cm_heap {
+    void *bin_head[CM_NUM_CLASSES + 1]; /* per class, the bin's free blocks: malloc pops here (first: reset clears from it) */
     cm_bin_t bins[CM_NUM_CLASSES + 1];
     uint32_t ref;              /* this record's name in the pool of records */
     uint32_t thread;           /* the owning thread's ref (its default heap's), 0 for none */
@@ -594,7 +623,7 @@ CM_HIDDEN cm_heap_t *cm_heap_record(uint32_t ref);  /* NULL if no such record */
 typedef struct cm_thread {
     cm_heap_t *heap;   /* the default heap */
     cm_heap_t *cage;   /* the default cage heap */
-    uint32_t ref;      /* heap->ref, or CM_NO_THREAD */
+    uint64_t free_key; /* cm_free_key(the thread's ref): heap->ref, or CM_NO_THREAD */
     int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
 } cm_thread_t;
 enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };
@@ -605,19 +634,22 @@ CM_HIDDEN extern _Atomic uint32_t cm_trim_epoch;
 
 /* The calling thread's default heap, for the fast paths. */
 CM_INLINE cm_heap_t *cm_my_heap(void) { return cm_thread.heap; }
+/* The calling thread's ref (the owner of what its heaps own), or CM_NO_THREAD. */
+CM_INLINE uint32_t cm_my_ref(void) { return (uint32_t)(cm_thread.free_key >> 32); }
 
 /* The bin's current superblock, NULL if none. */
 CM_INLINE cm_desc_t *cm_bin_current(const cm_bin_t *bin) {
     return bin->current ? cm_desc_from_ref(bin->current) : NULL;
 }
 
-/* Pop a block of a non-empty bin. The compiler must assume a block's words
- * may alias the bin: pop clears the block before it updates the bin. */
-CM_INLINE void *cm_bin_pop(cm_bin_t *bin) {
-    void *b = bin->head;
+/* Pop a block of a non-empty bin (head: its bin_head slot). The compiler
+ * must assume a block's words may alias the slot: pop clears the block
+ * before it updates the slot. */
+CM_INLINE void *cm_bin_pop(void **head) {
+    void *b = *head;
     void *next = cm_block_decode(b, "malloc"); /* checked before the forged link could be followed */
     cm_block_mark_used(b);
-    bin->head = next;
+    *head = next;
     return b;
 }
 

@@ -263,7 +263,7 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
     cm_count(&cm_counters.large_live, d->map_size);
     cm_count(&cm_counters.large_count, 1);
     atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
-    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    cm_desc_set_owner(d, 0);
     return d;
 }
 

@@ -245,23 +245,23 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
 
 cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner) {
     cm_anchor_t a;
+    uint32_t used = 0;
     cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, &a);
     if (d) {
-        d->used = carved_of(d); /* its free blocks wait on the anchor list */
+        used = carved_of(d); /* its free blocks wait on the anchor list */
         d->dirty = 1;
     } else {
         d = take_over_empty(cls, CM_OWNED, space);
         bool dirty = d != NULL;
         if (!d && !(d = new_superblock(cls, CM_OWNED, space))) return NULL;
         d->dirty = dirty;
-        d->used = 0;
     }
     d->local_free = NULL;
     /* relaxed: remote frees read these only to tell a local free (a thread
      * finds its own ref only where it stored it) and to find the heap to
      * notify, which it validates */
     atomic_store_explicit(&d->heap, heap, memory_order_relaxed);
-    atomic_store_explicit(&d->owner, owner, memory_order_relaxed);
+    cm_desc_set_owner_used(d, owner, used);
     return d;
 }
 
@@ -350,13 +350,13 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         retire(d, was == CM_PARTIAL);
     } else if (was == CM_FULL) {
         /* only the FULL -> PARTIAL transition pushes, onto the shard of the freeing thread */
-        cm_desc_stack_push(stack_for(d, cm_thread.ref), d);
+        cm_desc_stack_push(stack_for(d, cm_my_ref()), d);
     }
 }
 
 void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n) {
-    uint32_t owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
-    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    uint32_t owner = cm_desc_owner(d);
+    cm_desc_set_owner(d, 0);
     atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
     d->at = CM_AT_NONE;
     cm_anchor_t new;
@@ -366,7 +366,7 @@ void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n) {
 }
 
 void cm_pool_discard(cm_desc_t *d) {
-    atomic_store_explicit(&d->owner, 0, memory_order_relaxed);
+    cm_desc_set_owner(d, 0);
     atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
     d->at = CM_AT_NONE;
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed);

@@ -88,7 +88,7 @@ static void check_lifecycle(void) {
     uint32_t max = cm_class_info[cls].max_count;
     void *blocks[64] = {0};
     cm_desc_t *d = fill_superblock(cls, blocks);
-    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && atomic_load(&d->heap) == cm_thread.ref,
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && atomic_load(&d->heap) == cm_my_ref(),
           "a superblock being carved is OWNED by the default heap");
 
     uint32_t some = max / 2;
@@ -102,10 +102,10 @@ static void check_lifecycle(void) {
     CHECK(state_of(d) == CM_OWNED && count_of(d) == 1, "a remote free goes to the anchor: count %u", count_of(d));
 
     cm_heap_collect(cm_heap_get_default(), 0); /* d stops being current; the remote free is taken */
-    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && d->used == max - some - 1 && d->at == CM_AT_AVAIL,
-          "after collect: count %u used %u at %u", count_of(d), d->used, d->at);
+    CHECK(state_of(d) == CM_OWNED && count_of(d) == 0 && cm_desc_used(d) == max - some - 1 && d->at == CM_AT_AVAIL,
+          "after collect: count %u used %u at %u", count_of(d), cm_desc_used(d), d->at);
     for (uint32_t i = some + 1; i < max; i++) cm_free(blocks[i]);
-    CHECK(state_of(d) == CM_OWNED && d->used == 0 && d->at == CM_AT_AVAIL,
+    CHECK(state_of(d) == CM_OWNED && cm_desc_used(d) == 0 && d->at == CM_AT_AVAIL,
           "an emptied superblock stays with its heap (one per class) for the next refill");
     cm_heap_collect(cm_heap_get_default(), 0);
     CHECK(state_of(d) == CM_PARTIAL && count_of(d) == max && atomic_load(&d->heap) == 0,
