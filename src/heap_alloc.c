@@ -248,7 +248,7 @@ static bool mailbox_pending(cm_heap_t *h) {
     return atomic_load_explicit(&h->overflow, memory_order_relaxed) != 0;
 }
 
-void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
+static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
     if (cm_unlikely(h->ref == 0)) { /* an unstarted record: the thread's first block of its space */
         cm_heap_t *mine = cm_thread_heap(h->space);
         if (!mine) return cm_alloc_unowned(cls, zero, h->space);
@@ -292,6 +292,20 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
     void *b = cm_bin_pop(&h->bin_head[cls]);
     if (zero) memset(b, 0, ci->block_size);
     return b;
+}
+
+/* The common refill, kept out of refill_slow's frame (half the
+ * instructions): the current superblock's local list becomes the bin. A
+ * thread freeing what it allocates cycles its blocks between the two, one
+ * refill per round of the carve batch (a page's worth). */
+void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
+    cm_desc_t *d = cm_bin_current(&h->bins[cls]);
+    if (d && d->local_free && !zero && h->trim_seen == atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed)) {
+        h->bin_head[cls] = d->local_free;
+        d->local_free = NULL;
+        return cm_bin_pop(&h->bin_head[cls]);
+    }
+    return refill_slow(h, cls, zero);
 }
 
 /* One block of class cls for a thread without a heap (past its exit hook,

@@ -24,7 +24,7 @@
 #define INFO_LEN 64             /* class info entries: one per value of a page-map entry's class field */
 #define MAX_CLASSES INFO_LEN
 #define SMALL_MAX 131072u
-#define CARVE_BYTES (16u * 1024) /* bytes a heap carves from a fresh superblock at once */
+#define CARVE_BYTES (4u * 1024) /* bytes a heap carves from a fresh superblock at once */
 
 static uint32_t block_size[MAX_CLASSES];
 static uint32_t span_shift[MAX_CLASSES];
@@ -96,8 +96,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "class %d: %u blocks per superblock do not fit the anchor\n", c, count);
             return 1;
         }
-        /* 16 KiB worth, 4 to 64 blocks, at most the superblock: pages are touched as blocks are used */
-        uint32_t carve = clamp(clamp(CARVE_BYTES / block_size[c], 4, 64), 1, count);
+        /* 4 KiB worth (a page), 1 to 64 blocks: pages are touched as blocks are used */
+        uint32_t carve = clamp(CARVE_BYTES / block_size[c], 1, 64);
         uint64_t inv = odd_inverse(block_size[c]);
         prove_index(block_size[c], span, count, inv);
         fprintf(f, "    [%d] = {%lluull, 0x%xull, %uu, %uu, %uu, %uu, %d},\n", c, (unsigned long long)inv, span - 1,
