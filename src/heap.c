@@ -11,7 +11,7 @@
 #include "api.h"
 
 __thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec"))) = {
-    &cm_heap_unstarted, &cm_cage_unstarted, (uint64_t)CM_NO_THREAD << 32 | 2, CM_THREAD_NEW};
+    &cm_heap_unstarted, &cm_cage_unstarted, CM_FREE_KEY(CM_NO_THREAD), CM_THREAD_NEW};
 /* Never allocated from: every bin empty, so a thread's first malloc (or
  * cage allocation) takes the slow path, which starts the thread (or makes
  * its cage heap). */
@@ -46,7 +46,7 @@ bool cm_thread_start(void) {
     h->thread = h->ref;
     h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
     t->heap = h;
-    t->free_key = cm_free_key(h->ref);
+    t->free_key = CM_FREE_KEY(h->ref);
     t->state = CM_THREAD_ACTIVE;
     /* may allocate (glibc's second-level key array): we are ACTIVE already,
      * so that malloc is served normally and does not come back here */
@@ -83,7 +83,7 @@ static void thread_exit(void *arg) {
         cm_heap_record_put(h);
     }
     cm_heap_abandon(def);
-    cm_thread.free_key = cm_free_key(CM_NO_THREAD); /* after: abandoning frees as the owner */
+    cm_thread.free_key = CM_FREE_KEY(CM_NO_THREAD); /* after: abandoning frees as the owner */
     cm_heap_record_put(def);
 }
 

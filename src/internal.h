@@ -253,7 +253,7 @@ CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_own
  * owner leaves a difference >= 2^32 - 2, used < 2 borrows to near 2^64). */
 #define CM_USED_CURRENT (1u << 30)
 #define CM_USED_PARKED (1u << 31)
-CM_INLINE uint64_t cm_free_key(uint32_t thread_ref) { return (uint64_t)thread_ref << 32 | 2; }
+#define CM_FREE_KEY(thread_ref) ((uint64_t)(thread_ref) << 32 | 2)
 CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
     return owner_used - free_key < CM_USED_PARKED - 2;
 }
@@ -623,7 +623,7 @@ CM_HIDDEN cm_heap_t *cm_heap_record(uint32_t ref);  /* NULL if no such record */
 typedef struct cm_thread {
     cm_heap_t *heap;   /* the default heap */
     cm_heap_t *cage;   /* the default cage heap */
-    uint64_t free_key; /* cm_free_key(the thread's ref): heap->ref, or CM_NO_THREAD */
+    uint64_t free_key; /* CM_FREE_KEY(the thread's ref): heap->ref, or CM_NO_THREAD */
     int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
 } cm_thread_t;
 enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };
