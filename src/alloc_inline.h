@@ -55,7 +55,7 @@ CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_
  * ours. No atomic instruction. */
 CM_INLINE void cm_free_inline(void *p) {
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
-    if (cm_likely(cm_is_block_start(&cm_class_info[cm_entry_class(entry)], p))) {
+    if (cm_likely(cm_is_block_start(cm_entry_class(entry), p))) {
         cm_desc_t *d = cm_desc_of_entry(entry);
         /* owner and used in one load (internal.h); when the test holds,
          * the owner-private fields below are ours */

@@ -107,45 +107,53 @@
 #define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
 
 typedef struct cm_class_info {
-    uint64_t odd_inverse;  /* of block_size's odd part, mod 2^64: cm_block_index */
-    uint64_t span_mask;    /* superblock size - 1: offset of a block = address & span_mask */
     uint32_t block_size;   /* bytes per block, a multiple of 16 */
     uint32_t max_count;    /* blocks per superblock; 0 in the entries of no class */
     uint8_t span_shift;    /* log2 of the superblock size */
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
-    uint8_t twos;          /* log2 of block_size's power-of-two factor */
 } cm_class_info_t;
 
-_Static_assert(sizeof(cm_class_info_t) == 32, "class info stays 32 bytes (one shift to index)");
+/* What free's block-start test reads (cm_block_index), one array per field:
+ * the fast path indexes each with the page-map entry's class alone, where an
+ * array of records took a shift, a lea and an add to reach the record.
+ * max_count repeats cm_class_info's (one generator writes both). */
+#define CM_CLASS_VALUES (1 << CM_ENTRY_CLASS_BITS) /* a page-map entry's class values */
+typedef struct cm_block_check {
+    uint64_t odd_inverse[CM_CLASS_VALUES]; /* of block_size's odd part, mod 2^64 */
+    uint64_t span_mask[CM_CLASS_VALUES];   /* superblock size - 1: offset of a block = address & span_mask */
+    uint32_t max_count[CM_CLASS_VALUES];   /* blocks per superblock; 0 for no class */
+    uint8_t twos[CM_CLASS_VALUES];         /* log2 of block_size's power-of-two factor */
+} cm_block_check_t;
 
 #include "size_class_table.h"
 
-_Static_assert(CM_CLASS_INFO_LEN == 1 << CM_ENTRY_CLASS_BITS, "every page-map class value has an entry");
+_Static_assert(CM_CLASS_INFO_LEN == CM_CLASS_VALUES, "every page-map class value has an entry");
 
 CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_16[(size + 15) >> 4]; }
 
-/* The index of the block at offset off of a superblock of class ci if a
- * block starts there, else a value >= ci->max_count: one test checks both
+/* The index of the block at offset off of a superblock of class cls if a
+ * block starts there, else a value >= its max_count: one test checks both
  * (and fails for every entry of no class). With block_size = odd << twos,
  * off * odd_inverse rotated right by twos is off / block_size when the
  * division is exact, and otherwise has high bits set (Granlund and
  * Montgomery's divisibility test); gen_size_classes proves it on every
  * offset of every class. */
-CM_INLINE uint64_t cm_block_index(const cm_class_info_t *ci, uint64_t off) {
-    uint64_t x = off * ci->odd_inverse;
-    return x >> ci->twos | x << ((64 - ci->twos) & 63);
+CM_INLINE uint64_t cm_block_index(unsigned cls, uint64_t off) {
+    uint64_t x = off * cm_block_check.odd_inverse[cls];
+    unsigned twos = cm_block_check.twos[cls];
+    return x >> twos | x << ((64 - twos) & 63);
 }
 
-/* True if p is the start of a block of a superblock of class ci (spans
- * are aligned to their size). */
-CM_INLINE bool cm_is_block_start(const cm_class_info_t *ci, const void *p) {
-    return cm_block_index(ci, (uintptr_t)p & ci->span_mask) < ci->max_count;
+/* True if p is the start of a block of a superblock of class cls (spans
+ * are aligned to their size); cls is any page-map class value. */
+CM_INLINE bool cm_is_block_start(unsigned cls, const void *p) {
+    return cm_block_index(cls, (uintptr_t)p & cm_block_check.span_mask[cls]) < cm_block_check.max_count[cls];
 }
 /* The class of p if p is the start of a small block of ours (its page-map
  * entry gives the class), else 0. */
 CM_INLINE unsigned cm_small_class_of(const void *p, uint32_t entry) {
     unsigned cls = entry & CM_ENTRY_CLASS_MASK;
-    return cm_is_block_start(&cm_class_info[cls], p) ? cls : 0;
+    return cm_is_block_start(cls, p) ? cls : 0;
 }
 
 /* ---------------------------------------------------------------- anchor */

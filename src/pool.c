@@ -43,7 +43,7 @@ static cm_desc_stack_t *stack_for(const cm_desc_t *d, uint32_t thread) {
 }
 
 static uint32_t block_index(const cm_desc_t *d, const void *p) {
-    return (uint32_t)cm_block_index(&cm_class_info[class_of(d)], (uint64_t)((const char *)p - d->base));
+    return (uint32_t)cm_block_index(class_of(d), (uint64_t)((const char *)p - d->base));
 }
 
 /* ------------------------------------------------------------ new superblocks */

@@ -44,9 +44,11 @@ int main(void) {
               ci->max_count);
         CHECK((span - ci->max_count * bs) * 8 <= span, "class %u wastes more than 1/8", c);
         CHECK(ci->carve_batch >= 1 && ci->carve_batch <= ci->max_count, "class %u carve batch", c);
+        CHECK(cm_block_check.max_count[c] == ci->max_count && cm_block_check.span_mask[c] == span - 1,
+              "class %u: the block check's count or mask differs from the class info", c);
         for (uint64_t off = 0; off < span; off++) {
             bool start = off % bs == 0 && off / bs < ci->max_count;
-            uint64_t idx = cm_block_index(ci, off);
+            uint64_t idx = cm_block_index(c, off);
             CHECK(start ? idx == off / bs : idx >= ci->max_count, "class %u block index at %llu", c,
                   (unsigned long long)off);
         }
@@ -59,8 +61,9 @@ int main(void) {
     }
     CHECK(in_readonly_mapping(cm_class_info), "class table not in read-only memory");
     for (unsigned c = CM_NUM_CLASSES + 1; c < CM_CLASS_INFO_LEN; c++)
-        CHECK(cm_class_info[c].max_count == 0, "entry %u is no class but has blocks", c);
-    CHECK(cm_class_info[0].max_count == 0, "entry 0 is no class but has blocks");
+        CHECK(cm_class_info[c].max_count == 0 && cm_block_check.max_count[c] == 0, "entry %u is no class but has blocks", c);
+    CHECK(cm_class_info[0].max_count == 0 && cm_block_check.max_count[0] == 0, "entry 0 is no class but has blocks");
+    CHECK(in_readonly_mapping(&cm_block_check), "block check table not in read-only memory");
     CHECK(in_readonly_mapping(cm_class_by_16), "lookup table not in read-only memory");
     printf("size classes: %d classes, all sizes 0..%u map to the smallest fitting class\n", CM_NUM_CLASSES,
            CM_SMALL_MAX);

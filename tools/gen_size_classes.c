@@ -63,6 +63,13 @@ static void prove_index(uint32_t size, uint32_t span, uint32_t count, uint64_t i
 
 static uint32_t clamp(uint32_t v, uint32_t lo, uint32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* One array of cm_block_check: `.name = {[1] = v1, ...}`, the classes' values. */
+static void emit_field(FILE *f, const char *name, const uint64_t *v, const char *suffix) {
+    fprintf(f, "    .%s = {", name);
+    for (int c = 1; c <= nclasses; c++) fprintf(f, "%s[%d] = %llu%s", c > 1 ? ", " : "", c, (unsigned long long)v[c], suffix);
+    fprintf(f, "},\n");
+}
+
 static int class_of(uint32_t size) {
     for (int c = 1; c <= nclasses; c++)
         if (block_size[c] >= size) return c;
@@ -82,8 +89,22 @@ int main(int argc, char **argv) {
     fprintf(h, "#define CM_NUM_CLASSES %d\n#define CM_SMALL_MAX %uu\n", nclasses, SMALL_MAX);
     fprintf(h, "#define CM_CLASS_INFO_LEN %d\n\n", INFO_LEN);
     fprintf(h, "CM_HIDDEN extern const cm_class_info_t cm_class_info[CM_CLASS_INFO_LEN];\n");
+    fprintf(h, "CM_HIDDEN extern const cm_block_check_t cm_block_check;\n");
     fprintf(h, "CM_HIDDEN extern const uint8_t cm_class_by_16[%u];\n", SMALL_MAX / 16 + 1);
     if (fclose(h) != 0) return 1;
+
+    uint32_t count[MAX_CLASSES + 1];
+    uint64_t inverse[MAX_CLASSES + 1];
+    for (int c = 1; c <= nclasses; c++) {
+        uint32_t span = 1u << span_shift[c];
+        count[c] = span / block_size[c];
+        if (count[c] >= 1u << 16) { /* the anchor's avail and count are 16 bits (internal.h) */
+            fprintf(stderr, "class %d: %u blocks per superblock do not fit the anchor\n", c, count[c]);
+            return 1;
+        }
+        inverse[c] = odd_inverse(block_size[c]);
+        prove_index(block_size[c], span, count[c], inverse[c]);
+    }
 
     FILE *f = fopen(argv[2], "w");
     if (!f) { perror(argv[2]); return 1; }
@@ -91,18 +112,21 @@ int main(int argc, char **argv) {
     /* entries that are no class (0, unused, CM_CLASS_LARGE) have max_count 0 */
     fprintf(f, "const cm_class_info_t cm_class_info[CM_CLASS_INFO_LEN] = {\n");
     for (int c = 1; c <= nclasses; c++) {
-        uint32_t span = 1u << span_shift[c], count = span / block_size[c];
-        if (count >= 1u << 16) { /* the anchor's avail and count are 16 bits (internal.h) */
-            fprintf(stderr, "class %d: %u blocks per superblock do not fit the anchor\n", c, count);
-            return 1;
-        }
         /* 4 KiB worth (a page), 1 to 64 blocks: pages are touched as blocks are used */
         uint32_t carve = clamp(CARVE_BYTES / block_size[c], 1, 64);
-        uint64_t inv = odd_inverse(block_size[c]);
-        prove_index(block_size[c], span, count, inv);
-        fprintf(f, "    [%d] = {%lluull, 0x%xull, %uu, %uu, %uu, %uu, %d},\n", c, (unsigned long long)inv, span - 1,
-                block_size[c], count, span_shift[c], carve, __builtin_ctz(block_size[c]));
+        fprintf(f, "    [%d] = {%uu, %uu, %uu, %uu},\n", c, block_size[c], count[c], span_shift[c], carve);
     }
+    uint64_t mask[MAX_CLASSES + 1], max[MAX_CLASSES + 1], twos[MAX_CLASSES + 1];
+    for (int c = 1; c <= nclasses; c++) {
+        mask[c] = (1u << span_shift[c]) - 1;
+        max[c] = count[c];
+        twos[c] = (uint64_t)__builtin_ctz(block_size[c]);
+    }
+    fprintf(f, "};\n\nconst cm_block_check_t cm_block_check = {\n");
+    emit_field(f, "odd_inverse", inverse, "ull");
+    emit_field(f, "span_mask", mask, "ull");
+    emit_field(f, "max_count", max, "u");
+    emit_field(f, "twos", twos, "");
     fprintf(f, "};\n\n/* class for sizes 0..%u, indexed by (size + 15) >> 4 */\n", SMALL_MAX);
     fprintf(f, "const uint8_t cm_class_by_16[%u] = {", SMALL_MAX / 16 + 1);
     for (uint32_t i = 0; i <= SMALL_MAX / 16; i++)
