@@ -402,7 +402,8 @@ typedef struct cm_refill {
 CM_HIDDEN bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out);
 /* A superblock of class cls in `space` for heap `heap` of thread `owner`,
  * now OWNED by it: a partial one (its free blocks on the anchor list, and
- * maybe blocks never carved), or a fresh one (carved 0, dirty if taken
+ * maybe blocks never carved; for a heap other than its thread's default
+ * heap, only one holding no live block), or a fresh one (carved 0, dirty if taken
  * over); NULL when out of memory. */
 CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner);
 /* The owner gives d up: the chain head..tail of n blocks (its local list;

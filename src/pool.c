@@ -205,14 +205,30 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) 
     return NULL;
 }
 
+/* True if d, popped from a partial stack, is partial with live blocks in it. */
+static bool holds_live_blocks(cm_desc_t *d) {
+    /* acquire: carved, read after it, is as the last owner left it */
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    return cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) != carved_of(d);
+}
+
 /* A partial superblock of class cls in `space` moved to `to`, looking at
- * the shard of `thread` first; NULL if there is none. */
-static cm_desc_t *pop_partial(unsigned cls, unsigned space, uint32_t thread, unsigned to, cm_anchor_t *had) {
+ * the shard of `thread` first; NULL if there is none. no_live: only one
+ * with no live block (the top of each shard is looked at; one in use goes
+ * back). Nobody else allocates from a popped superblock, so one seen with
+ * no live block still has none when it is taken. */
+static cm_desc_t *pop_partial(unsigned cls, unsigned space, uint32_t thread, unsigned to, bool no_live,
+                              cm_anchor_t *had) {
     for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
         cm_desc_stack_t *shard = &partial[space][cls][(thread + i) % PARTIAL_SHARDS];
         cm_desc_t *d;
-        while ((d = cm_desc_stack_pop(shard)) != NULL)
+        while ((d = cm_desc_stack_pop(shard)) != NULL) {
+            if (no_live && holds_live_blocks(d)) {
+                cm_desc_stack_push(shard, d);
+                break;
+            }
             if ((*had = take_partial(d, cls, to)) != 0) return d;
+        }
     }
     return NULL;
 }
@@ -221,7 +237,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     uint32_t max = cm_class_info[cls].max_count;
     *out = (cm_refill_t){0};
     cm_anchor_t a;
-    cm_desc_t *d = pop_partial(cls, space, 0, CM_FULL, &a);
+    cm_desc_t *d = pop_partial(cls, space, 0, CM_FULL, false, &a);
     if (d && cm_anchor_count(a)) {
         out->chain = block_at(d, cm_anchor_avail(a));
         out->count = cm_anchor_count(a);
@@ -246,7 +262,10 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
 cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner) {
     cm_anchor_t a;
     uint32_t used = 0;
-    cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, &a);
+    /* A heap other than its thread's default one can be destroyed, which
+     * frees every block of its superblocks: it starts none that holds
+     * another heap's live blocks (an exited thread's, which stay valid). */
+    cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, heap != owner, &a);
     if (d) {
         used = carved_of(d); /* its free blocks wait on the anchor list */
         d->dirty = 1;

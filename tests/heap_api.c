@@ -1,7 +1,7 @@
 /* heap_api: first-class heaps through the cm_ API (also built with TSan and
  * ASan). Visit sees exactly the live blocks (blocks freed by other threads
  * included once their free returned); contains; destroy with live blocks
- * returns the memory; delete keeps blocks valid in the default heap;
+ * returns the memory and spares other heaps' blocks; delete keeps blocks valid in the default heap;
  * realloc into a heap; blocks of a heap whose thread exited stay valid,
  * are freed from another thread and reused; an abandoned thread's
  * half-used superblocks are reclaimed, and so is the uncarved rest of one
@@ -283,6 +283,39 @@ static void test_exited_owner(void) {
            PER_SUPERBLOCK);
 }
 
+/* A heap other than a default one starts no superblock that holds another
+ * heap's live blocks: destroying it frees its own blocks and nobody else's
+ * (here an exited thread's, left in half-used superblocks in the pool). */
+enum { SPARE_SIZE = 80, SPARE_N = 2000 }; /* a class no other test here uses */
+static block_t spare[SPARE_N], after_destroy[SPARE_N];
+
+static void *leave_every_other(void *arg) {
+    (void)arg;
+    for (size_t i = 0; i < SPARE_N; i++) spare[i] = alloc_in(cm_heap_get_default(), SPARE_SIZE, 7000 + i);
+    for (size_t i = 0; i < SPARE_N; i += 2) verify_and_free(&spare[i]);
+    return NULL;
+}
+
+static void test_destroy_spares_others(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, leave_every_other, NULL);
+    pthread_join(t, NULL);
+    cm_heap_t *h = cm_heap_new();
+    for (size_t i = 0; i < SPARE_N; i++) {
+        char *p = cm_heap_malloc(h, SPARE_SIZE);
+        CMT_CHECK(p != NULL, "allocation in h");
+        memset(p, 0x77, SPARE_SIZE);
+    }
+    cm_heap_destroy(h);
+    for (size_t i = 0; i < SPARE_N; i++) after_destroy[i] = alloc_in(cm_heap_get_default(), SPARE_SIZE, 9000 + i);
+    for (size_t i = 1; i < SPARE_N; i += 2)
+        CMT_VERIFY(spare[i].p, spare[i].n, spare[i].seed, "an exited thread's block after another heap was destroyed");
+    for (size_t i = 1; i < SPARE_N; i += 2) verify_and_free(&spare[i]);
+    for (size_t i = 0; i < SPARE_N; i++) verify_and_free(&after_destroy[i]);
+    printf("destroy spares others: an exited thread's %d live blocks intact after a heap of the same class was destroyed\n",
+           SPARE_N / 2);
+}
+
 /* Threads that each calloc one block and exit (mleak's pattern): calloc
  * from a fresh superblock carves just that block, so the superblock is
  * given up with every carved block in use and the rest never carved; the
@@ -375,6 +408,7 @@ int main(void) {
     test_one_block_threads();
     test_visit_and_contains();
     test_destroy();
+    test_destroy_spares_others();
     test_delete_adopts();
     test_realloc_and_api();
     test_many_heaps();
