@@ -14,6 +14,7 @@ set(CM_CORE_SOURCE_FILES
   src/heap_records.c
   src/heap.c
   src/heap_alloc.c
+  src/remote.c
   src/heap_visit.c
   src/cage.c
   src/alloc.c

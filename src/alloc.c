@@ -200,6 +200,7 @@ int cm_impl_trim(void) {
     if (!atomic_load_explicit(&cm_initialized, memory_order_acquire)) return 0;
     atomic_fetch_add_explicit(&cm_trim_epoch, 1, memory_order_relaxed);
     if (cm_thread.state == CM_THREAD_ACTIVE) {
+        cm_remote_flush();
         for (cm_heap_t *h = cm_thread.heap; h; h = cm_heap_record(h->next_of_thread)) {
             h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
             cm_heap_collect_owned(h);

@@ -73,6 +73,7 @@ static void thread_list_remove(cm_heap_t *def, cm_heap_t *h) {
  * without a heap (DEAD), as a restarted heap would be left behind. */
 static void thread_exit(void *arg) {
     cm_heap_t *def = arg;
+    cm_remote_flush();
     cm_thread.heap = &cm_heap_unstarted;
     cm_thread.cage = &cm_cage_unstarted;
     cm_thread.state = CM_THREAD_DEAD;
@@ -203,6 +204,7 @@ void cm_heap_destroy(cm_heap_t *h) {
 
 void cm_heap_collect(cm_heap_t *h, int force) {
     cm_heap_check_owner(h, "cm_heap_collect");
+    cm_remote_flush();
     cm_heap_collect_owned(h);
     if (force) {
         cm_pool_trim();

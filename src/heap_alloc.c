@@ -17,7 +17,6 @@
 
 static cm_desc_t *desc(uint32_t ref) { return cm_desc_from_ref(ref); }
 static uint32_t ref_of(const cm_desc_t *d) { return cm_desc_ref(d); }
-static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
 static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->carved, memory_order_relaxed); }
 
 /* ------------------------------------------------------------ the heap's lists */
@@ -77,7 +76,7 @@ void cm_heap_check_owner(const cm_heap_t *h, const char *func) {
 static void unpark(cm_heap_t *h, cm_desc_t *d) {
     list_unlink(&h->parked, d);
     cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
-    list_append(&h->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+    list_append(&h->bins[cm_desc_class(d)].avail, d, CM_AT_AVAIL);
 }
 
 /* ------------------------------------------------------------ a superblock's lists */
@@ -140,7 +139,7 @@ static void give_up(cm_desc_t *d) {
  * next refill of its class (no round trip through the pool when a class
  * empties and fills again), unless one such is kept there already. */
 static void empty_on_avail(cm_heap_t *h, cm_desc_t *d) {
-    uint32_t *avail = &h->bins[class_of(d)].avail;
+    uint32_t *avail = &h->bins[cm_desc_class(d)].avail;
     list_unlink(avail, d);
     if (*avail && cm_desc_used(desc(*avail)) == 0) {
         give_up(d);
@@ -350,10 +349,10 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
  * (or none), that looks free already, of a parked superblock, or that may
  * be d's last block out. */
 void cm_free_small_slow(void *p, cm_desc_t *d) {
-    if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, class_of(d));
+    if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cm_desc_class(d));
     /* only our own thread stores our ref as d's owner */
     if (cm_desc_owner(d) != cm_my_ref()) {
-        cm_pool_free_remote(d, p);
+        cm_free_remote(p, d);
         return;
     }
     cm_block_set_next(p, d->local_free);
@@ -510,7 +509,7 @@ void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
         list_unlink(&h->parked, d);
         cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
         atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
-        list_push(&to->bins[class_of(d)].avail, d, CM_AT_AVAIL);
+        list_push(&to->bins[cm_desc_class(d)].avail, d, CM_AT_AVAIL);
     }
     while (h->large) large_leave(h, desc(h->large), to);
 }

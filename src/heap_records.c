@@ -45,6 +45,10 @@ static void reset(cm_heap_t *h) {
     for (unsigned i = 0; i < CM_MAILBOX_SLOTS; i++) atomic_store_explicit(&h->mailbox[i], 0, memory_order_relaxed);
     atomic_store_explicit(&h->overflow, 0, memory_order_relaxed);
     atomic_store_explicit(&h->zombies, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->remote_batch, 0, memory_order_relaxed);
+    h->remote_batch_desc = NULL;
+    h->remote_batch_tail = NULL;
+    h->remote_batch_max = 0;
 }
 
 void cm_heap_record_put(cm_heap_t *rec) {
@@ -103,6 +107,11 @@ static cm_heap_t *fresh_record(void) {
         atomic_store_explicit(&record_chunks[index], NULL, memory_order_relaxed);
         cm_os_unmap(chunk, RECORD_CHUNK);
     }
+}
+
+uint32_t cm_heap_record_limit(void) {
+    uint32_t chunks = atomic_load_explicit(&record_chunks_made, memory_order_relaxed);
+    return (chunks < RECORD_CHUNKS ? chunks : RECORD_CHUNKS) * RECORDS_PER_CHUNK + 1;
 }
 
 cm_heap_t *cm_heap_record_get(void) {

@@ -1,34 +1,118 @@
 /* heap_visit.c: cm_heap_visit, the walk over a heap's live blocks. The
  * heap first gathers every free block onto its superblocks' local lists
  * (remote frees included: a block another thread freed is on its
- * superblock's anchor list once that free has returned); a bitmap of those
- * per superblock then tells the live blocks from the free. */
+ * superblock's anchor list once that free has returned, or in that
+ * thread's waiting batch, remote.c); a bitmap of the free blocks per
+ * superblock then tells the live blocks from the free. Heaps no thread
+ * frees into in batches (all but default heaps, remote.c) skip the part
+ * about batches. */
 #include <string.h>
 
 #include "api.h"
 
 #define MAX_BLOCKS 4096 /* per superblock (the anchor's 16-bit fields allow more; the table has at most this) */
 
-static int visit_superblock(cm_desc_t *d, cm_block_visitor fn, void *arg) {
-    const cm_class_info_t *ci = &cm_class_info[atomic_load_explicit(&d->size_class, memory_order_relaxed)];
-    uint64_t free_bits[MAX_BLOCKS / 64];
-    memset(free_bits, 0, sizeof free_bits);
-    for (void *b = d->local_free; b; b = cm_block_peek_next(b)) {
-        size_t i = (size_t)((char *)b - d->base) / ci->block_size;
-        free_bits[i / 64] |= (uint64_t)1 << (i % 64);
+typedef struct free_map {
+    const cm_desc_t *d;
+    uint32_t block_size;
+    uint64_t bits[MAX_BLOCKS / 64];
+} free_map_t;
+
+static void mark_free(free_map_t *m, const void *b) {
+    size_t i = (size_t)((const char *)b - m->d->base) / m->block_size;
+    if (i < MAX_BLOCKS) m->bits[i / 64] |= (uint64_t)1 << (i % 64);
+}
+
+/* n blocks of a chain from head, linked as free lists are; its blocks stay
+ * free while we look (only the owner, the caller, takes them), and links
+ * within it do not change: a chain grows at its head, and only its last
+ * block's link is ever rewritten. */
+static void mark_chain(free_map_t *m, void *head, uint32_t n) {
+    for (void *b = head; n && b; b = --n ? cm_block_next_if_valid(b) : NULL) mark_free(m, b);
+}
+
+#define SETTLE_TRIES 64 /* yields while a thread hands over a batch for our heap */
+
+/* The superblock of a batch word's blocks (they keep it while they wait). */
+static cm_desc_t *batch_desc(uint64_t b) {
+    return cm_desc_of_entry(cm_pagemap_get((uintptr_t)cm_remote_batch_newest(b)));
+}
+
+/* Before the gather: wait until no thread is handing over a batch for a
+ * superblock of h, yielding a bounded number of times. Such a word may name
+ * blocks that reached the anchor list, then our bins, and were allocated
+ * again before the word was cleared; a word that is not being handed over
+ * names blocks still waiting, and so does any word a thread writes from
+ * now on for our superblocks (we take and allocate nothing until the walk
+ * ends). False if some thread stayed in the middle of its hand-over (it is
+ * stopped, or starved): its batch is then left out, and its blocks may be
+ * reported live. *any: some batch named a superblock of h. */
+static bool settle_batches(const cm_heap_t *h, bool *any) {
+    for (unsigned tries = 0; tries < SETTLE_TRIES; tries++) {
+        bool busy = false;
+        *any = false;
+        for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit && !busy; r++) {
+            cm_heap_t *rec = cm_heap_record(r);
+            /* acquire: pairs with the word's release stores */
+            uint64_t b = rec ? atomic_load_explicit(&rec->remote_batch, memory_order_acquire) : 0;
+            if (!b || atomic_load_explicit(&batch_desc(b)->heap, memory_order_relaxed) != h->ref) continue;
+            *any = true;
+            busy = b & CM_REMOTE_BATCH_FLUSHING;
+        }
+        if (!busy) return true;
+        cm_os_yield();
     }
+    *any = true;
+    return false;
+}
+
+/* Every thread's waiting batch for m's superblock, marked free (a batch
+ * being handed over only if the hand-over began after settle_batches). */
+static void mark_batched(free_map_t *m, bool settled) {
+    for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit; r++) {
+        cm_heap_t *rec = cm_heap_record(r);
+        if (!rec) continue;
+        /* acquire: pairs with the release store that published the batch,
+         * so the links of its chain are visible */
+        uint64_t b = atomic_load_explicit(&rec->remote_batch, memory_order_acquire);
+        if (!b || batch_desc(b) != m->d || (!settled && (b & CM_REMOTE_BATCH_FLUSHING))) continue;
+        mark_chain(m, cm_remote_batch_newest(b), cm_remote_batch_count(b));
+    }
+}
+
+/* A batch for d waiting at the start of the visit is now either still
+ * waiting, or was handed over since and is on d's anchor list, or on its
+ * local list if that happened before the gather: all three are read here,
+ * without taking anything. */
+typedef struct batches {
+    bool any;     /* a batch for the heap waited when the visit began */
+    bool settled; /* settle_batches succeeded */
+} batches_t;
+
+static int visit_superblock(cm_desc_t *d, batches_t bt, cm_block_visitor fn, void *arg) {
+    free_map_t m;
+    m.d = d;
+    m.block_size = cm_class_info[cm_desc_class(d)].block_size;
+    memset(m.bits, 0, sizeof m.bits);
+    if (bt.any) {
+        mark_batched(&m, bt.settled);
+        /* acquire: the links of the remote frees it counts are visible */
+        cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+        if (cm_anchor_count(a)) mark_chain(&m, cm_desc_block(d, cm_anchor_avail(a)), cm_anchor_count(a));
+    }
+    for (void *b = d->local_free; b; b = cm_block_peek_next(b)) mark_free(&m, b);
     uint32_t carved = atomic_load_explicit(&d->carved, memory_order_relaxed);
     for (uint32_t i = 0; i < carved; i++) {
-        if (free_bits[i / 64] >> (i % 64) & 1) continue;
-        int r = fn(d->base + (size_t)i * ci->block_size, ci->block_size, arg);
+        if (m.bits[i / 64] >> (i % 64) & 1) continue;
+        int r = fn(d->base + (size_t)i * m.block_size, m.block_size, arg);
         if (r) return r;
     }
     return 0;
 }
 
-static int visit_list(uint32_t r, cm_block_visitor fn, void *arg) {
+static int visit_list(uint32_t r, batches_t bt, cm_block_visitor fn, void *arg) {
     for (; r; r = cm_desc_from_ref(r)->link) {
-        int rc = visit_superblock(cm_desc_from_ref(r), fn, arg);
+        int rc = visit_superblock(cm_desc_from_ref(r), bt, fn, arg);
         if (rc) return rc;
     }
     return 0;
@@ -36,11 +120,13 @@ static int visit_list(uint32_t r, cm_block_visitor fn, void *arg) {
 
 int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
     cm_heap_check_owner(h, "cm_heap_visit");
+    batches_t bt;
+    bt.settled = settle_batches(h, &bt.any);
     cm_heap_gather(h);
     int rc;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++)
-        if ((rc = visit_list(h->bins[c].avail, fn, arg)) != 0) return rc;
-    if ((rc = visit_list(h->parked, fn, arg)) != 0) return rc;
+        if ((rc = visit_list(h->bins[c].avail, bt, fn, arg)) != 0) return rc;
+    if ((rc = visit_list(h->parked, bt, fn, arg)) != 0) return rc;
     for (uint32_t r = h->large; r; r = cm_desc_from_ref(r)->link) {
         cm_desc_t *d = cm_desc_from_ref(r);
         if ((rc = fn(d->base, d->map_size, arg)) != 0) return rc;

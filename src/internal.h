@@ -228,6 +228,17 @@ CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
 
 CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
 
+/* A superblock's class, its block of index idx, and the index of its block p. */
+CM_INLINE unsigned cm_desc_class(const cm_desc_t *d) {
+    return atomic_load_explicit(&d->size_class, memory_order_relaxed);
+}
+CM_INLINE void *cm_desc_block(const cm_desc_t *d, uint32_t idx) {
+    return d->base + (size_t)idx * cm_class_info[cm_desc_class(d)].block_size;
+}
+CM_INLINE uint32_t cm_desc_block_index(const cm_desc_t *d, const void *p) {
+    return (uint32_t)cm_block_index(cm_desc_class(d), (uint64_t)((const char *)p - d->base));
+}
+
 /* A descriptor's owner is the ref of the thread whose heap owns it (its
  * default heap's), 0 if none; its used count, meaningful while owned, is
  * the carved blocks neither free on its local list nor in its heap's bin.
@@ -347,6 +358,7 @@ CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd);
 CM_HIDDEN char *cm_os_read_file(const char *path, size_t *len, size_t *cap);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
+CM_HIDDEN void cm_os_yield(void);                            /* sched_yield */
 
 /* ---------------------------------------------------------------- options */
 typedef struct cm_options {
@@ -420,9 +432,10 @@ CM_HIDDEN void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n);
  * OWNED_FULL back: a superblock it took back locally may keep that state,
  * and a remote free then sends its heap a hint it finds stale. */
 CM_HIDDEN bool cm_pool_park(cm_desc_t *d);
-/* Free block p of d from a thread that does not own d: one CAS (the common
- * case, d owned and not parked, takes a short path). */
-CM_HIDDEN void cm_pool_free_remote(cm_desc_t *d, void *p);
+/* Free the chain head..tail of n blocks of d (linked, tail's link to be
+ * set here) from a thread that does not own d: one CAS (the common case, d
+ * owned and not parked, takes a short path). */
+CM_HIDDEN void cm_pool_free_remote(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Free a chain of n blocks of d from a thread that does not own d: one CAS. */
 CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire every fully free superblock kept committed (malloc_trim). */
@@ -615,13 +628,39 @@ struct cm_heap {
     _Atomic uint32_t mailbox[CM_MAILBOX_SLOTS]; /* superblocks unparked by remote frees */
     _Atomic uint32_t overflow;   /* the mailbox was full: scan the parked list */
     _Atomic uint32_t zombies;    /* large blocks freed by other threads, still linked */
-};
+    /* A default heap's record: its thread's remote frees waiting to go to one
+     * superblock together (remote.c), published for cm_heap_visit. */
+    _Atomic uint64_t remote_batch; /* cm_remote_batch_make(newest block, blocks), 0 if none */
+    cm_desc_t *remote_batch_desc;  /* thread-private: the batch's superblock, NULL if none */
+    void *remote_batch_tail;       /* thread-private: the batch's first block, its link NULL */
+    uint32_t remote_batch_max;     /* thread-private: blocks the batch may hold */
+} __attribute__((aligned(CM_CACHE_LINE))); /* records sit side by side: no line shared by two threads */
 
 /* A zeroed record of ref != 0 (space CM_SPACE_PLAIN), or NULL (no memory,
  * or all records in use). */
 CM_HIDDEN cm_heap_t *cm_heap_record_get(void);
 CM_HIDDEN void cm_heap_record_put(cm_heap_t *h);
 CM_HIDDEN cm_heap_t *cm_heap_record(uint32_t ref);  /* NULL if no such record */
+CM_HIDDEN uint32_t cm_heap_record_limit(void);     /* every record handed out has a ref below this */
+
+/* Remote frees (remote.c). A thread's batch is published as one word,
+ * {blocks:16, being handed over:1, newest block's address:47}: the blocks
+ * are a chain linked as on any free list, from the newest to the first,
+ * whose link is NULL. */
+#define CM_REMOTE_BATCH_SHIFT 48
+#define CM_REMOTE_BATCH_FLUSHING ((uint64_t)1 << CM_ADDRESS_BITS)
+CM_INLINE uint64_t cm_remote_batch_make(const void *newest, uint32_t count) {
+    return (uint64_t)count << CM_REMOTE_BATCH_SHIFT | (uintptr_t)newest;
+}
+CM_INLINE void *cm_remote_batch_newest(uint64_t b) {
+    return (void *)(uintptr_t)(b & (CM_REMOTE_BATCH_FLUSHING - 1));
+}
+CM_INLINE uint32_t cm_remote_batch_count(uint64_t b) { return (uint32_t)(b >> CM_REMOTE_BATCH_SHIFT); }
+/* Free p, a block of d that another thread's heap owns (or none does), when
+ * it cannot join the calling thread's batch. */
+CM_HIDDEN CM_NOINLINE void cm_free_remote_slow(void *p, cm_desc_t *d);
+/* Hand the calling thread's waiting remote frees over now. */
+CM_HIDDEN void cm_remote_flush(void);
 
 /* Per thread, in initial-exec TLS (kept small: glibc's static TLS surplus
  * for dlopen is about 1.6 KiB). Before the thread starts and after its exit
@@ -660,6 +699,23 @@ CM_INLINE void *cm_bin_pop(void **head) {
     cm_block_mark_used(b);
     *head = next;
     return b;
+}
+
+/* Free p, a block of d that another thread's heap owns (or none does):
+ * onto the calling thread's waiting batch for d if it has room, plain
+ * stores only; remote.c says when a batch goes. */
+CM_INLINE void cm_free_remote(void *p, cm_desc_t *d) {
+    cm_heap_t *me = cm_thread.heap;
+    /* relaxed: only this thread writes its word */
+    uint64_t batch = atomic_load_explicit(&me->remote_batch, memory_order_relaxed);
+    uint32_t n = cm_remote_batch_count(batch);
+    if (cm_likely(me->remote_batch_desc == d && n < me->remote_batch_max)) {
+        cm_block_set_next(p, cm_remote_batch_newest(batch));
+        /* release: a visitor that reads the word (acquire) sees the chain's links */
+        atomic_store_explicit(&me->remote_batch, cm_remote_batch_make(p, n + 1), memory_order_release);
+        return;
+    }
+    cm_free_remote_slow(p, d);
 }
 
 /* The slow paths (heap_alloc.c). */

@@ -94,6 +94,8 @@ void *cm_os_reserve_aligned(size_t size, size_t align) {
     return p;
 }
 
+void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }
+
 /* MADV_DONTNEED, not MADV_FREE: the pages leave the resident set now (so RSS
  * reflects what we hold) and read back as zeros, which calloc relies on. */
 void cm_os_decommit(void *p, size_t size) {

@@ -27,23 +27,15 @@ static _Atomic uint32_t decay_cursor;                   /* where the next decay 
 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
 
-static unsigned class_of(const cm_desc_t *d) { return atomic_load_explicit(&d->size_class, memory_order_relaxed); }
 /* Blocks carved so far. A superblock no heap owns keeps the count its last
  * owner left (the rest of its span was never touched, and stays so), so
  * "every block free" is count == carved. Unowned, it is read after an
  * acquire of the anchor, which the last owner's release wrote. */
 static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->carved, memory_order_relaxed); }
-static void *block_at(const cm_desc_t *d, uint32_t idx) {
-    return d->base + (size_t)idx * cm_class_info[class_of(d)].block_size;
-}
 static unsigned shard_of(uint32_t thread) { return thread % PARTIAL_SHARDS; }
 /* The partial stack d goes on when given back by thread `thread`. */
 static cm_desc_stack_t *stack_for(const cm_desc_t *d, uint32_t thread) {
-    return &partial[cm_space_of(d->base)][class_of(d)][shard_of(thread)];
-}
-
-static uint32_t block_index(const cm_desc_t *d, const void *p) {
-    return (uint32_t)cm_block_index(class_of(d), (uint64_t)((const char *)p - d->base));
+    return &partial[cm_space_of(d->base)][cm_desc_class(d)][shard_of(thread)];
 }
 
 /* ------------------------------------------------------------ new superblocks */
@@ -239,7 +231,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     cm_anchor_t a;
     cm_desc_t *d = pop_partial(cls, space, 0, CM_FULL, false, &a);
     if (d && cm_anchor_count(a)) {
-        out->chain = block_at(d, cm_anchor_avail(a));
+        out->chain = cm_desc_block(d, cm_anchor_avail(a));
         out->count = cm_anchor_count(a);
         return true;
     }
@@ -254,7 +246,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     /* no heap owns it: every block counts as carved (the caller carves the rest) */
     uint32_t carved = carved_of(d);
     atomic_store_explicit(&d->carved, max, memory_order_relaxed);
-    out->fresh = block_at(d, carved);
+    out->fresh = cm_desc_block(d, carved);
     out->fresh_count = max - carved;
     return true;
 }
@@ -293,8 +285,8 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
  * no heap owns. A superblock no heap owns whose every block is free is
  * kept committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
-    unsigned cls = class_of(d), space = cm_space_of(d->base);
-    uint32_t head_idx = n ? block_index(d, head) : 0;
+    unsigned cls = cm_desc_class(d), space = cm_space_of(d->base);
+    uint32_t head_idx = n ? cm_desc_block_index(d, head) : 0;
     /* acquire (and on a failed CAS): carved, read after it, is as the last
      * owner left it when d has none now */
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_acquire), new;
@@ -307,7 +299,7 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
         bool owned = state == CM_OWNED || state == CM_OWNED_FULL;
         if (cm_unlikely(release ? !owned : (!owned && state != CM_FULL && state != CM_PARTIAL)) || count > max)
             cm_fatal("free", "double free", n ? head : d->base);
-        if (n && tail) cm_block_set_next(tail, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
+        if (n && tail) cm_block_set_next(tail, cm_anchor_count(old) ? cm_desc_block(d, cm_anchor_avail(old)) : NULL);
         else if (n && cm_anchor_count(old)) cm_fatal("free", "double free", head); /* the caller knew all were free */
         uint32_t avail = n ? head_idx : cm_anchor_avail(old);
         if (owned && !release) {
@@ -341,20 +333,20 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
     return old;
 }
 
-void cm_pool_free_remote(cm_desc_t *d, void *p) {
+void cm_pool_free_remote(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed);
-    uint32_t idx = block_index(d, p), max = cm_class_info[class_of(d)].max_count;
+    uint32_t idx = cm_desc_block_index(d, head), max = cm_class_info[cm_desc_class(d)].max_count;
     while (cm_anchor_state(old) == CM_OWNED) {
-        if (cm_unlikely(cm_anchor_count(old) >= max)) cm_fatal("free", "double free", p);
-        cm_block_set_next(p, cm_anchor_count(old) ? block_at(d, cm_anchor_avail(old)) : NULL);
-        /* release: the link and the block's last contents reach the owner,
+        if (cm_unlikely(cm_anchor_count(old) + n > max)) cm_fatal("free", "double free", head);
+        cm_block_set_next(tail, cm_anchor_count(old) ? cm_desc_block(d, cm_anchor_avail(old)) : NULL);
+        /* release: the links and the blocks' last contents reach the owner,
          * whose take of the list is an acquire */
         if (atomic_compare_exchange_weak_explicit(&d->anchor, &old,
-                                                  cm_anchor_next(old, CM_OWNED, idx, cm_anchor_count(old) + 1),
+                                                  cm_anchor_next(old, CM_OWNED, idx, cm_anchor_count(old) + n),
                                                   memory_order_release, memory_order_relaxed))
             return;
     }
-    cm_pool_return_chain(d, p, p, 1);
+    cm_pool_return_chain(d, head, tail, n);
 }
 
 void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
@@ -406,7 +398,7 @@ void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n) {
         if (atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_OWNED, 0, 0),
                                                   memory_order_acquire, memory_order_acquire)) {
             *n = cm_anchor_count(a);
-            return block_at(d, cm_anchor_avail(a));
+            return cm_desc_block(d, cm_anchor_avail(a));
         }
     }
     *n = 0;

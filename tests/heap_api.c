@@ -131,6 +131,53 @@ static void test_visit_and_contains(void) {
     printf("visit and contains: %zu live, %zu freed remotely, all seen exactly\n", nlive, nremote);
 }
 
+/* A thread that frees blocks of another thread's default heap hands them
+ * over in batches (remote.c); visit counts a block as freed once its free
+ * returned, batch handed over or not: the freeing thread stays alive, its
+ * last batch still waiting, while the owner visits. */
+enum { BATCHED_N = 1000, BATCHED_SIZE = 48 };
+static block_t batched[BATCHED_N];
+static char *batched_at[BATCHED_N]; /* the addresses, kept after the frees */
+static int batched_freed, batched_may_exit;
+
+static void *free_odd_and_wait(void *arg) {
+    (void)arg;
+    for (size_t i = 1; i < BATCHED_N; i += 2) verify_and_free(&batched[i]);
+    __atomic_store_n(&batched_freed, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&batched_may_exit, __ATOMIC_ACQUIRE)) usleep(1000);
+    return NULL;
+}
+
+static int count_batched(void *block, size_t usable, void *arg) {
+    (void)usable;
+    int *seen = arg;
+    for (size_t i = 0; i < BATCHED_N; i++) {
+        if (block != (void *)batched_at[i]) continue;
+        CMT_CHECK(i % 2 == 0, "visit reported block %zu, freed by another thread", i);
+        seen[i]++;
+    }
+    return 0;
+}
+
+static void test_visit_default_with_remote_frees(void) {
+    cm_heap_t *def = cm_heap_get_default();
+    for (size_t i = 0; i < BATCHED_N; i++) {
+        batched[i] = alloc_in(def, BATCHED_SIZE, 3000 + i);
+        batched_at[i] = batched[i].p;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, free_odd_and_wait, NULL);
+    while (!__atomic_load_n(&batched_freed, __ATOMIC_ACQUIRE)) usleep(1000);
+    static int seen[BATCHED_N];
+    CMT_CHECK(cm_heap_visit(def, count_batched, seen) == 0, "visit of the default heap stopped");
+    for (size_t i = 0; i < BATCHED_N; i += 2) CMT_CHECK(seen[i] == 1, "visit saw live block %zu %d times", i, seen[i]);
+    __atomic_store_n(&batched_may_exit, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    for (size_t i = 0; i < BATCHED_N; i += 2) verify_and_free(&batched[i]);
+    printf("visit of a default heap: %d blocks freed by a live thread not seen, %d live seen once\n", BATCHED_N / 2,
+           BATCHED_N / 2);
+}
+
 /* ------------------------------------------------------------ destroy, delete, realloc */
 
 static void test_destroy(void) {
@@ -407,6 +454,7 @@ int main(void) {
     test_exited_owner(); /* first: no partial superblock of 256 B blocks of anyone else's yet */
     test_one_block_threads();
     test_visit_and_contains();
+    test_visit_default_with_remote_frees();
     test_destroy();
     test_destroy_spares_others();
     test_delete_adopts();
