@@ -37,9 +37,10 @@
  *              uncarved rest) when it runs dry.
  *  local free list  per owned superblock, the blocks its owner thread
  *              freed; plain loads and stores (descriptor.local_free).
- *  remote free a free by a thread that does not own the superblock: one CAS
- *              pushes the block on the superblock's anchor list, which the
- *              owner takes whole when it runs out of blocks.
+ *  remote free a free by a thread that does not own the superblock: the
+ *              block joins the thread's batch for that superblock (remote.c),
+ *              which one CAS pushes on the superblock's anchor list; the
+ *              owner takes that list whole when it runs out of blocks.
  *  cage        one aligned reservation (cage.c) whose addresses compress to
  *              32 bits (cagemalloc.h). Its 64 KiB units are claimed from a
  *              bitmap kept in its first unit, by superblocks and large blocks
