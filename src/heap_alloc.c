@@ -281,7 +281,9 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
             continue;
         }
         if ((++h->refills & 63) == 0) cm_pool_decay();
-        d = cm_pool_acquire(cls, h->space, h->ref, h->thread);
+        /* a heap its thread cannot destroy may take another heap's live blocks */
+        bool reclaim = h == cm_thread.heap || h == cm_thread.cage;
+        d = cm_pool_acquire(cls, h->space, h->ref, h->thread, reclaim);
         if (!d) {
             errno = ENOMEM;
             return NULL;

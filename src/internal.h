@@ -415,10 +415,10 @@ typedef struct cm_refill {
 CM_HIDDEN bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out);
 /* A superblock of class cls in `space` for heap `heap` of thread `owner`,
  * now OWNED by it: a partial one (its free blocks on the anchor list, and
- * maybe blocks never carved; for a heap other than its thread's default
- * heap, only one holding no live block), or a fresh one (carved 0, dirty if taken
- * over); NULL when out of memory. */
-CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner);
+ * maybe blocks never carved; unless `reclaim`, one holding no live block:
+ * for heaps that can be destroyed), or a fresh one (carved 0, dirty if
+ * taken over); NULL when out of memory. */
+CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner, bool reclaim);
 /* The owner gives d up: the chain head..tail of n blocks (its local list;
  * tail may be NULL when no block of d is out) joins the anchor list, and d
  * becomes FULL, PARTIAL, kept fully free, or retired. Blocks never carved

@@ -251,13 +251,13 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     return true;
 }
 
-cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner) {
+cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner, bool reclaim) {
     cm_anchor_t a;
     uint32_t used = 0;
-    /* A heap other than its thread's default one can be destroyed, which
-     * frees every block of its superblocks: it starts none that holds
-     * another heap's live blocks (an exited thread's, which stay valid). */
-    cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, heap != owner, &a);
+    /* A heap that can be destroyed frees every block of its superblocks
+     * then: it starts none that holds another heap's live blocks (an exited
+     * thread's, which stay valid). */
+    cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, !reclaim, &a);
     if (d) {
         used = carved_of(d); /* its free blocks wait on the anchor list */
         d->dirty = 1;

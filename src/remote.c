@@ -13,13 +13,15 @@
  * every thread's word and counts the batch's blocks as freed (heap_visit.c).
  * A thread blocked for good holds at most one batch.
  *
- * Only a superblock that no heap but a default one holds is batched. Any
- * other heap may be destroyed, which returns its superblocks whole, and a
- * batch handed over after that would write into a span reused by now. A
- * superblock holding a live block never moves into such a heap (it starts
- * only superblocks without live blocks, pool.c), and the blocks waiting in a
- * batch count as live, so the test made at the batch's first block holds
- * until it is handed over. */
+ * Only a superblock that no heap or a thread's default heap holds is
+ * batched. A heap made by cm_heap_new may be destroyed, which returns its
+ * superblocks whole, and a batch handed over after that would write into a
+ * span reused by now. A superblock holding a live block never moves into
+ * such a heap (it starts only superblocks without live blocks, pool.c), and
+ * the blocks waiting in a batch count as live, so the test made at the
+ * batch's first block holds until it is handed over. (A thread's default
+ * cage heap cannot be destroyed either, but its ref is not its thread's:
+ * frees into its superblocks take one CAS each.) */
 #include "internal.h"
 
 /* d is held by no heap, or by its owner thread's default heap (whose ref is
@@ -57,9 +59,10 @@ void cm_remote_flush(void) {
     cm_desc_t *d = me->remote_batch_desc;
     if (!d) return;
     uint64_t batch = atomic_load_explicit(&me->remote_batch, memory_order_relaxed);
-    /* relaxed: the CAS below is a release, so whoever acquires the anchor
-     * after it (the owner taking the list) reads this or a later value */
-    atomic_store_explicit(&me->remote_batch, batch | CM_REMOTE_BATCH_FLUSHING, memory_order_relaxed);
+    /* the CAS below is a release, so whoever acquires the anchor after it
+     * (the owner taking the list) reads this or a later value; release: a
+     * visitor that reads this word sees the chain's links */
+    atomic_store_explicit(&me->remote_batch, batch | CM_REMOTE_BATCH_FLUSHING, memory_order_release);
     cm_pool_free_remote(d, cm_remote_batch_newest(batch), me->remote_batch_tail, cm_remote_batch_count(batch));
     me->remote_batch_desc = NULL;
     /* release: a visitor that reads 0 finds the blocks on the anchor (our

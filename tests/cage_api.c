@@ -5,7 +5,8 @@
  * with free, cm_free, realloc and malloc_usable_size; realloc keeps cage
  * blocks in the cage; threads allocating in the cage and freeing each
  * other's blocks; several cage heaps, one destroyed while the others and
- * other threads' cage heaps stay in use; a full cage (a small one, through
+ * other threads' cage heaps stay in use; an exited thread's half-used cage
+ * superblocks reused by the next thread; a full cage (a small one, through
  * CAGEMALLOC_CAGE_LIMIT in a child) gives NULL and ENOMEM with every block
  * intact; emptied cage memory goes back to the OS. Every block is
  * pattern-filled and verified before it is freed. */
@@ -277,6 +278,47 @@ static void test_threads(void) {
     }
 }
 
+/* A thread that exits leaves its cage blocks valid and the free space of
+ * its half-used cage superblocks to others: the next thread's default cage
+ * heap allocates there. */
+enum { LEFT_N = 512, LEFT_SIZE = 208 }; /* a class no other test here allocates in bulk */
+static blk_t left[LEFT_N];
+
+static void *leave_cage_blocks(void *arg) {
+    (void)arg;
+    for (size_t i = 0; i < LEFT_N; i++) left[i] = fill(cm_cage_malloc(LEFT_SIZE), LEFT_SIZE, 9000 + i);
+    for (size_t i = 0; i < LEFT_N; i += 2) verify_free(&left[i], "cage block of a thread about to exit");
+    return NULL;
+}
+
+static void *reuse_cage_space(void *arg) {
+    size_t *reused = arg;
+    static blk_t mine[LEFT_N / 2];
+    for (size_t i = 0; i < LEFT_N / 2; i++) {
+        mine[i] = fill(cm_cage_malloc(LEFT_SIZE), LEFT_SIZE, 9500 + i);
+        for (size_t j = 1; j < LEFT_N; j += 2)
+            if (((uintptr_t)mine[i].p >> 16) == ((uintptr_t)left[j].p >> 16)) {
+                (*reused)++;
+                break;
+            }
+    }
+    for (size_t i = 0; i < LEFT_N / 2; i++) verify_free(&mine[i], "cage block in reclaimed space");
+    return NULL;
+}
+
+static void test_exited_thread_reclaimed(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, leave_cage_blocks, NULL);
+    pthread_join(t, NULL);
+    size_t reused = 0;
+    pthread_create(&t, NULL, reuse_cage_space, &reused);
+    pthread_join(t, NULL);
+    for (size_t i = 1; i < LEFT_N; i += 2) verify_free(&left[i], "cage block of a thread that exited");
+    CMT_CHECK(reused >= LEFT_N / 4, "only %zu of %d cage allocations reused an exited thread's superblocks", reused,
+              LEFT_N / 2);
+    printf("exited thread: %zu of %d cage allocations reused its half-used superblocks\n", reused, LEFT_N / 2);
+}
+
 /* ------------------------------------------------------------ memory */
 
 /* Emptied cage memory leaves the resident set. */
@@ -379,6 +421,7 @@ int main(int argc, char **argv) {
     test_realloc();
     test_heaps();
     test_threads();
+    test_exited_thread_reclaimed();
     test_returned();
     test_full_cage(argv[0]);
     printf("cage_api: ok\n");
