@@ -64,6 +64,7 @@ void cm_remote_flush(void) {
      * visitor that reads this word sees the chain's links */
     atomic_store_explicit(&me->remote_batch, batch | CM_REMOTE_BATCH_FLUSHING, memory_order_release);
     cm_pool_free_remote(d, cm_remote_batch_newest(batch), me->remote_batch_tail, cm_remote_batch_count(batch));
+    CM_TEST_POINT("remote: handed over");
     me->remote_batch_desc = NULL;
     /* release: a visitor that reads 0 finds the blocks on the anchor (our
      * CAS happens before its take of the list) */

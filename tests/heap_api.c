@@ -178,6 +178,77 @@ static void test_visit_default_with_remote_frees(void) {
            BATCHED_N / 2);
 }
 
+/* Visits racing with remote frees: two threads free a default heap's
+ * blocks (in batches) while its owner visits it again and again. A block
+ * whose free returned before a visit began is never reported; a block
+ * whose free had not begun when the visit ended is reported exactly once. */
+enum { RACE_N = 6000, RACE_FREERS = 2, RACE_VISITS = 40 };
+static block_t race[RACE_N];
+static char *race_at[RACE_N];
+static int race_state[RACE_N]; /* 0 live, 1 being freed, 2 freed */
+static int race_reported[RACE_N];
+
+static void *race_freer(void *arg) {
+    uint64_t rng = 77 + (uintptr_t)arg;
+    for (size_t k = (uintptr_t)arg; k < RACE_N; k += RACE_FREERS) {
+        size_t i = k; /* in order: consecutive blocks share superblocks, so batches form */
+        __atomic_store_n(&race_state[i], 1, __ATOMIC_SEQ_CST);
+        verify_and_free(&race[i]);
+        __atomic_store_n(&race_state[i], 2, __ATOMIC_SEQ_CST);
+        if (cmt_range(&rng, 0, 20) == 0) usleep(200); /* leave a batch waiting */
+    }
+    return NULL;
+}
+
+static int report_race(void *block, size_t usable, void *arg) {
+    (void)usable, (void)arg;
+    uintptr_t b = (uintptr_t)block;
+    size_t lo = 0, hi = RACE_N; /* race_at is sorted */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uintptr_t)race_at[mid] < b) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < RACE_N && (uintptr_t)race_at[lo] == b) race_reported[lo]++;
+    return 0;
+}
+
+static int by_pointer(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)((const block_t *)a)->p, y = (uintptr_t)((const block_t *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
+static void test_visit_racing_remote_frees(void) {
+    cm_heap_t *def = cm_heap_get_default();
+    uint64_t rng = 5;
+    for (size_t i = 0; i < RACE_N; i++) race[i] = alloc_in(def, cmt_range(&rng, 0, 1) ? 48 : 200, 20000 + i);
+    qsort(race, RACE_N, sizeof race[0], by_pointer);
+    for (size_t i = 0; i < RACE_N; i++) race_at[i] = race[i].p;
+    pthread_t t[RACE_FREERS];
+    for (uintptr_t f = 0; f < RACE_FREERS; f++) pthread_create(&t[f], NULL, race_freer, (void *)f);
+    static int before[RACE_N];
+    unsigned visits = 0, overlapped = 0;
+    for (; visits < RACE_VISITS; visits++) {
+        size_t freed_before = 0;
+        for (size_t i = 0; i < RACE_N; i++) freed_before += (before[i] = __atomic_load_n(&race_state[i], __ATOMIC_SEQ_CST)) == 2;
+        overlapped += freed_before > 0 && freed_before < RACE_N;
+        memset(race_reported, 0, sizeof race_reported);
+        CMT_CHECK(cm_heap_visit(def, report_race, NULL) == 0, "visit stopped");
+        for (size_t i = 0; i < RACE_N; i++) {
+            int after = __atomic_load_n(&race_state[i], __ATOMIC_SEQ_CST);
+            CMT_CHECK(before[i] != 2 || race_reported[i] == 0, "visit %u reported block %zu, freed before it began",
+                      visits, i);
+            CMT_CHECK(after != 0 || race_reported[i] == 1, "visit %u reported live block %zu %d times", visits, i,
+                      race_reported[i]);
+        }
+        usleep(500);
+    }
+    for (uintptr_t f = 0; f < RACE_FREERS; f++) pthread_join(t[f], NULL);
+    CMT_CHECK(overlapped > 0, "no visit overlapped the frees");
+    printf("visits racing remote frees: %u visits (%u while %d threads freed %d blocks), all exact\n", visits,
+           overlapped, RACE_FREERS, RACE_N);
+}
+
 /* ------------------------------------------------------------ destroy, delete, realloc */
 
 static void test_destroy(void) {
@@ -455,6 +526,7 @@ int main(void) {
     test_one_block_threads();
     test_visit_and_contains();
     test_visit_default_with_remote_frees();
+    test_visit_racing_remote_frees();
     test_destroy();
     test_destroy_spares_others();
     test_delete_adopts();
