@@ -62,6 +62,37 @@ static void double_free_later(void) {
     for (int i = 0; i < 10; i++) do_free(others[i]);
     do_free(p);
 }
+/* Blocks freed by a thread that does not own them wait in its remote batch
+ * (remote.c): a second free is caught there, by that thread or the owner. */
+static char *remote_blocks[4];
+static void *free_twice_remotely(void *arg) {
+    (void)arg;
+    expect("free", "double free", remote_blocks[2]);
+    for (int i = 0; i < 4; i++) do_free(remote_blocks[i]);
+    do_free(remote_blocks[2]);
+    return NULL;
+}
+static void remote_double_free(void) {
+    for (int i = 0; i < 4; i++) remote_blocks[i] = do_malloc(64);
+    pthread_t t;
+    pthread_create(&t, NULL, free_twice_remotely, NULL);
+    pthread_join(t, NULL);
+}
+static int remote_freed;
+static void *free_and_stay(void *arg) {
+    for (int i = 0; i < 4; i++) do_free(remote_blocks[i]);
+    __atomic_store_n(&remote_freed, 1, __ATOMIC_RELEASE);
+    pause(); /* alive: its batch keeps waiting */
+    return arg;
+}
+static void remote_then_owner_double_free(void) {
+    for (int i = 0; i < 4; i++) remote_blocks[i] = do_malloc(64);
+    pthread_t t;
+    pthread_create(&t, NULL, free_and_stay, NULL);
+    while (!__atomic_load_n(&remote_freed, __ATOMIC_ACQUIRE)) usleep(1000);
+    expect("free", "double free", remote_blocks[1]);
+    do_free(remote_blocks[1]);
+}
 static void free_stack(void) {
     char on_stack[32];
     expect("free", "invalid pointer", on_stack);
@@ -216,6 +247,8 @@ int main(void) {
         {"uaf_int_at_4", uaf_int_at_4},
         {"uaf_decrement", uaf_decrement},
         {"cage_double_free", cage_double_free}, {"cage_free_interior", cage_free_interior},
+        {"remote_double_free", remote_double_free},
+        {"remote_then_owner_double_free", remote_then_owner_double_free},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn);
     run_case("valid_use", valid_use);
