@@ -33,6 +33,14 @@ static void mark_chain(free_map_t *m, void *head, uint32_t n) {
 
 #define SETTLE_TRIES 64 /* yields while a thread hands over a batch for our heap */
 
+/* Record r's remote-batch word, 0 if there is no record r. Acquire: pairs
+ * with the word's release stores, so the links of the chain it names are
+ * visible. */
+static uint64_t batch_word(uint32_t r) {
+    cm_heap_t *rec = cm_heap_record(r);
+    return rec ? atomic_load_explicit(&rec->remote_batch, memory_order_acquire) : 0;
+}
+
 /* The superblock of a batch word's blocks (they keep it while they wait). */
 static cm_desc_t *batch_desc(uint64_t b) {
     return cm_desc_of_entry(cm_pagemap_get((uintptr_t)cm_remote_batch_newest(b)));
@@ -52,9 +60,7 @@ static bool settle_batches(const cm_heap_t *h, bool *any) {
         bool busy = false;
         *any = false;
         for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit && !busy; r++) {
-            cm_heap_t *rec = cm_heap_record(r);
-            /* acquire: pairs with the word's release stores */
-            uint64_t b = rec ? atomic_load_explicit(&rec->remote_batch, memory_order_acquire) : 0;
+            uint64_t b = batch_word(r);
             if (!b || atomic_load_explicit(&batch_desc(b)->heap, memory_order_relaxed) != h->ref) continue;
             *any = true;
             busy = b & CM_REMOTE_BATCH_FLUSHING;
@@ -70,11 +76,7 @@ static bool settle_batches(const cm_heap_t *h, bool *any) {
  * being handed over only if the hand-over began after settle_batches). */
 static void mark_batched(free_map_t *m, bool settled) {
     for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit; r++) {
-        cm_heap_t *rec = cm_heap_record(r);
-        if (!rec) continue;
-        /* acquire: pairs with the release store that published the batch,
-         * so the links of its chain are visible */
-        uint64_t b = atomic_load_explicit(&rec->remote_batch, memory_order_acquire);
+        uint64_t b = batch_word(r);
         if (!b || batch_desc(b) != m->d || (!settled && (b & CM_REMOTE_BATCH_FLUSHING))) continue;
         mark_chain(m, cm_remote_batch_newest(b), cm_remote_batch_count(b));
     }
