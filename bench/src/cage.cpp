@@ -1,9 +1,14 @@
 // bench/src/cage.cpp: a pointer-heavy workload run two ways, raw pointers
 // from malloc and cm::Member<T> references in the cage (bench/cage runs it).
 //
-//   cage raw|member tree|graph [nodes]
+//   cage raw|member|raw-in-cage|raw-and tree|graph [nodes]
 //   cage pairs malloc|cage [pairs]
 //                                       (the cage's fast path against malloc's)
+//
+// raw-in-cage and raw-and are controls, to tell what a difference between
+// raw and member comes from: raw pointers to nodes allocated in the cage
+// (placement alone), and raw pointers ANDed with a run-time mask of all ones
+// at every dereference (one dependent ALU operation, as decompression adds).
 //
 // tree:  a balanced binary search tree of `nodes` nodes {left, right, key,
 //        value}: built, traversed (a depth-first sum, and 2M lookups by key),
@@ -27,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "cagemalloc/member.hpp"
@@ -87,6 +93,23 @@ struct Raw {
     template <typename T>
     static Key key(T *r) { return reinterpret_cast<uintptr_t>(r); }
     static uint32_t slot(Key k, unsigned bits) { return uint32_t((k * 0x9E3779B97F4A7C15ull) >> (64 - bits)); }
+};
+
+// The controls: Raw with the nodes in the cage, and Raw with an AND at every
+// dereference. and_mask is a global the compiler cannot fold (set from main,
+// reloaded after calls, as cm_cage_base is).
+struct RawInCage : Raw {
+    template <typename T, typename... A>
+    static T *make(A &&...a) { return cm::make_caged<T>(std::forward<A>(a)...); }
+    template <typename T>
+    static void destroy(T *p) { cm::delete_caged(p); }
+};
+
+uintptr_t and_mask;
+
+struct RawAnd : Raw {
+    template <typename T>
+    static T *get(T *r) { return reinterpret_cast<T *>(reinterpret_cast<uintptr_t>(r) & and_mask); }
 };
 
 struct Caged {
@@ -332,17 +355,30 @@ int run_pairs(const char *way, long pairs) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s raw|member tree|graph [nodes]\n       %s pairs malloc|cage [pairs]\n", argv[0],
+        std::fprintf(stderr, "usage: %s raw|member|raw-in-cage|raw-and tree|graph [nodes]\n       %s pairs malloc|cage [pairs]\n", argv[0],
                      argv[0]);
         return 2;
     }
     if (std::strcmp(argv[1], "pairs") == 0)
         return run_pairs(argv[2], argc > 3 ? std::atol(argv[3]) : 10000000);
-    bool member = std::strcmp(argv[1], "member") == 0;
     bool tree = std::strcmp(argv[2], "tree") == 0;
+    if (!tree && std::strcmp(argv[2], "graph") != 0) {
+        std::fprintf(stderr, "%s: unknown workload %s\n", argv[0], argv[2]);
+        return 2;
+    }
     uint32_t nodes = argc > 3 ? uint32_t(std::strtoul(argv[3], nullptr, 10)) : 10000000u;
-    uint64_t check = tree ? (member ? run_tree<Caged>(nodes) : run_tree<Raw>(nodes))
-                          : (member ? run_graph<Caged>(nodes) : run_graph<Raw>(nodes));
+    static volatile uintptr_t all_ones = ~uintptr_t(0);
+    and_mask = all_ones; // a value the compiler cannot see
+    const std::string way = argv[1];
+    uint64_t check;
+    if (way == "raw") check = tree ? run_tree<Raw>(nodes) : run_graph<Raw>(nodes);
+    else if (way == "member") check = tree ? run_tree<Caged>(nodes) : run_graph<Caged>(nodes);
+    else if (way == "raw-in-cage") check = tree ? run_tree<RawInCage>(nodes) : run_graph<RawInCage>(nodes);
+    else if (way == "raw-and") check = tree ? run_tree<RawAnd>(nodes) : run_graph<RawAnd>(nodes);
+    else {
+        std::fprintf(stderr, "%s: unknown way %s\n", argv[0], argv[1]);
+        return 2;
+    }
     std::printf("CHECK %llu\n", static_cast<unsigned long long>(check));
     return 0;
 }
