@@ -46,6 +46,10 @@ static cm_desc_t *batch_desc(uint64_t b) {
     return cm_desc_of_entry(cm_pagemap_get((uintptr_t)cm_remote_batch_newest(b)));
 }
 
+static bool names_heap(uint64_t b, const cm_heap_t *h) {
+    return b && atomic_load_explicit(&batch_desc(b)->heap, memory_order_relaxed) == h->ref;
+}
+
 /* Before the gather: wait until no thread is handing over a batch for a
  * superblock of h, yielding a bounded number of times. Such a word may name
  * blocks that reached the anchor list, then our bins, and were allocated
@@ -61,7 +65,7 @@ static bool settle_batches(const cm_heap_t *h, bool *any) {
         *any = false;
         for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit && !busy; r++) {
             uint64_t b = batch_word(r);
-            if (!b || atomic_load_explicit(&batch_desc(b)->heap, memory_order_relaxed) != h->ref) continue;
+            if (!names_heap(b, h)) continue;
             *any = true;
             busy = b & CM_REMOTE_BATCH_FLUSHING;
         }
@@ -72,32 +76,50 @@ static bool settle_batches(const cm_heap_t *h, bool *any) {
     return false;
 }
 
-/* Every thread's waiting batch for m's superblock, marked free (a batch
- * being handed over only if the hand-over began after settle_batches). */
-static void mark_batched(free_map_t *m, bool settled) {
-    for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit; r++) {
-        uint64_t b = batch_word(r);
-        if (!b || batch_desc(b) != m->d || (!settled && (b & CM_REMOTE_BATCH_FLUSHING))) continue;
-        mark_chain(m, cm_remote_batch_newest(b), cm_remote_batch_count(b));
+/* The batches for h's superblocks waiting once settled, read once (each
+ * superblock then looks at these alone, not at every record again). A
+ * batch handed over since is on its superblock's anchor or local list,
+ * which the walk reads as well; frees that begin after this are concurrent
+ * with the visit, and their blocks may be reported either way. A word
+ * being handed over is left out unless settle_batches succeeded. */
+typedef struct batches {
+    bool any;         /* a batch for the heap waited when the visit began */
+    uint32_t count;
+    uint64_t *words;
+    size_t map_bytes; /* of words, mapped for this visit */
+} batches_t;
+
+static void snapshot_batches(const cm_heap_t *h, bool settled, batches_t *bt) {
+    uint32_t limit = cm_heap_record_limit();
+    bt->map_bytes = ((size_t)limit * sizeof(uint64_t) + CM_PAGE_SIZE - 1) & ~(CM_PAGE_SIZE - 1);
+    bt->words = cm_os_map(bt->map_bytes);
+    if (!bt->words) { /* no memory for the list: every batch is left out, its blocks reported live */
+        bt->map_bytes = 0;
+        return;
     }
+    for (uint32_t r = 1; r < limit; r++) {
+        uint64_t b = batch_word(r);
+        if (names_heap(b, h) && (settled || !(b & CM_REMOTE_BATCH_FLUSHING))) bt->words[bt->count++] = b;
+    }
+}
+
+static void mark_batched(free_map_t *m, const batches_t *bt) {
+    for (uint32_t i = 0; i < bt->count; i++)
+        if (batch_desc(bt->words[i]) == m->d)
+            mark_chain(m, cm_remote_batch_newest(bt->words[i]), cm_remote_batch_count(bt->words[i]));
 }
 
 /* A batch for d waiting at the start of the visit is now either still
  * waiting, or was handed over since and is on d's anchor list, or on its
  * local list if that happened before the gather: all three are read here,
  * without taking anything. */
-typedef struct batches {
-    bool any;     /* a batch for the heap waited when the visit began */
-    bool settled; /* settle_batches succeeded */
-} batches_t;
-
-static int visit_superblock(cm_desc_t *d, batches_t bt, cm_block_visitor fn, void *arg) {
+static int visit_superblock(cm_desc_t *d, const batches_t *bt, cm_block_visitor fn, void *arg) {
     free_map_t m;
     m.d = d;
     m.block_size = cm_class_info[cm_desc_class(d)].block_size;
     memset(m.bits, 0, sizeof m.bits);
-    if (bt.any) {
-        mark_batched(&m, bt.settled);
+    if (bt->any) {
+        mark_batched(&m, bt);
         /* acquire: the links of the remote frees it counts are visible */
         cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
         if (cm_anchor_count(a)) mark_chain(&m, cm_desc_block(d, cm_anchor_avail(a)), cm_anchor_count(a));
@@ -112,7 +134,7 @@ static int visit_superblock(cm_desc_t *d, batches_t bt, cm_block_visitor fn, voi
     return 0;
 }
 
-static int visit_list(uint32_t r, batches_t bt, cm_block_visitor fn, void *arg) {
+static int visit_list(uint32_t r, const batches_t *bt, cm_block_visitor fn, void *arg) {
     for (; r; r = cm_desc_from_ref(r)->link) {
         int rc = visit_superblock(cm_desc_from_ref(r), bt, fn, arg);
         if (rc) return rc;
@@ -120,11 +142,7 @@ static int visit_list(uint32_t r, batches_t bt, cm_block_visitor fn, void *arg) 
     return 0;
 }
 
-int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
-    cm_heap_check_owner(h, "cm_heap_visit");
-    batches_t bt;
-    bt.settled = settle_batches(h, &bt.any);
-    cm_heap_gather(h);
+static int visit_all(cm_heap_t *h, const batches_t *bt, cm_block_visitor fn, void *arg) {
     int rc;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++)
         if ((rc = visit_list(h->bins[c].avail, bt, fn, arg)) != 0) return rc;
@@ -134,4 +152,15 @@ int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
         if ((rc = fn(d->base, d->map_size, arg)) != 0) return rc;
     }
     return 0;
+}
+
+int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
+    cm_heap_check_owner(h, "cm_heap_visit");
+    batches_t bt = {0};
+    bool settled = settle_batches(h, &bt.any);
+    if (bt.any) snapshot_batches(h, settled, &bt);
+    cm_heap_gather(h);
+    int rc = visit_all(h, &bt, fn, arg);
+    if (bt.map_bytes) cm_os_unmap(bt.words, bt.map_bytes);
+    return rc;
 }
