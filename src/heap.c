@@ -45,6 +45,7 @@ bool cm_thread_start(void) {
     if (!h) return false;
     h->thread = h->ref;
     h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
+    atomic_store_explicit(&h->lasting, 1, memory_order_relaxed);
     t->heap = h;
     t->free_key = CM_FREE_KEY(h->ref);
     t->state = CM_THREAD_ACTIVE;
@@ -92,7 +93,7 @@ static void thread_exit(void *arg) {
 
 static void check_not_default(const cm_heap_t *h, const char *func) {
     cm_heap_check_owner(h, func);
-    if (cm_unlikely(h == cm_thread.heap || h == cm_thread.cage))
+    if (cm_unlikely(atomic_load_explicit(&h->lasting, memory_order_relaxed)))
         cm_fatal(func, "a default heap cannot be deleted or destroyed", h);
 }
 
@@ -131,6 +132,7 @@ cm_heap_t *cm_thread_heap(unsigned space) {
     if (cm_thread.cage->ref == 0) {
         cm_heap_t *h = heap_new_in(CM_SPACE_CAGE);
         if (!h) return NULL;
+        atomic_store_explicit(&h->lasting, 1, memory_order_relaxed);
         cm_thread.cage = h;
     }
     return cm_thread.cage;

@@ -282,7 +282,7 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
         }
         if ((++h->refills & 63) == 0) cm_pool_decay();
         /* a heap its thread cannot destroy may take another heap's live blocks */
-        bool reclaim = h == cm_thread.heap || h == cm_thread.cage;
+        bool reclaim = atomic_load_explicit(&h->lasting, memory_order_relaxed);
         d = cm_pool_acquire(cls, h->space, h->ref, h->thread, reclaim);
         if (!d) {
             errno = ENOMEM;

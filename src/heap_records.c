@@ -45,6 +45,7 @@ static void reset(cm_heap_t *h) {
     for (unsigned i = 0; i < CM_MAILBOX_SLOTS; i++) atomic_store_explicit(&h->mailbox[i], 0, memory_order_relaxed);
     atomic_store_explicit(&h->overflow, 0, memory_order_relaxed);
     atomic_store_explicit(&h->zombies, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->lasting, 0, memory_order_relaxed);
     atomic_store_explicit(&h->remote_batch, 0, memory_order_relaxed);
     h->remote_batch_desc = NULL;
     h->remote_batch_tail = NULL;

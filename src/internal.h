@@ -625,6 +625,11 @@ struct cm_heap {
     uint32_t refills;          /* paces cm_pool_decay */
     uint32_t trim_seen;        /* cm_trim_epoch when last collected */
     uint8_t space;             /* CM_SPACE_*: where its blocks live */
+    /* 1 for a thread's default heaps (plain and cage), which cannot be
+     * destroyed: other threads may batch their frees into its superblocks
+     * (remote.c), and it may take superblocks holding others' live blocks.
+     * Atomic: remote freers read it through a heap ref that may be stale. */
+    _Atomic uint8_t lasting;
     _Atomic uint32_t pool_next;  /* next free record, while in the pool */
     _Atomic uint32_t mailbox[CM_MAILBOX_SLOTS]; /* superblocks unparked by remote frees */
     _Atomic uint32_t overflow;   /* the mailbox was full: scan the parked list */

@@ -19,19 +19,21 @@
  * span reused by now. A superblock holding a live block never moves into
  * such a heap (it starts only superblocks without live blocks, pool.c), and
  * the blocks waiting in a batch count as live, so the test made at the
- * batch's first block holds until it is handed over. (A thread's default
- * cage heap cannot be destroyed either, but its ref is not its thread's:
- * frees into its superblocks take one CAS each.) */
+ * batch's first block holds until it is handed over. */
 #include "internal.h"
 
-/* d is held by no heap, or by its owner thread's default heap (whose ref is
- * the owner's). Two relaxed reads: d's heap word, once a heap that can be
- * destroyed, only ever changes to a default heap or none while a block of
- * d is live (the block being freed is), so a stale read of either word errs
- * towards "no". */
+/* d is held by no heap, or by a thread's default heap (plain or cage).
+ * Relaxed reads: while a block of d is live (the block being freed is),
+ * d's heap word, once a heap that can be destroyed, only ever changes to a
+ * default heap or none, and a heap ref read stale names either a record
+ * that still says so or one recycled since (a destroyable heap starts no
+ * superblock holding a live block, so d is in no such heap): a stale read
+ * errs towards "no", or names a heap d has left for one that is batchable. */
 static bool batchable(const cm_desc_t *d) {
     uint32_t heap = atomic_load_explicit(&d->heap, memory_order_relaxed);
-    return heap == 0 || heap == cm_desc_owner(d);
+    if (heap == 0 || heap == cm_desc_owner(d)) return true;
+    cm_heap_t *rec = cm_heap_record(heap);
+    return rec && atomic_load_explicit(&rec->lasting, memory_order_relaxed);
 }
 
 void cm_free_remote_slow(void *p, cm_desc_t *d) {

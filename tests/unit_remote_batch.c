@@ -7,7 +7,9 @@
  * the batch's blocks again (its bin refills from the anchor), fills them,
  * and visits its heap: each of them is live and must be reported once. A
  * visitor that trusted the stale word would count them as freed. Then the
- * thread is let go and a second visit, with nothing in flight, must agree. */
+ * thread is let go and a second visit, with nothing in flight, must agree.
+ * Run on the thread's default heap and on its default cage heap (both
+ * batched: neither can be destroyed). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -29,6 +31,9 @@ static void hold_after_handover(const char *point) {
 static void *free_as_batch(void *arg) {
     (void)arg;
     for (int i = 0; i < N / 2; i++) cm_free(blocks[i]); /* one superblock, one batch (its carve batch is 64) */
+    uint64_t batch = atomic_load(&cm_thread.heap->remote_batch);
+    CHECK(cm_remote_batch_count(batch) == N / 2, "%u of %d frees wait in the thread's batch",
+          cm_remote_batch_count(batch), N / 2);
     cm_test_hook = hold_after_handover;
     cm_remote_flush();
     return NULL;
@@ -47,8 +52,9 @@ static int count_wanted(void *block, size_t usable, void *arg) {
     return 0;
 }
 
-int main(void) {
-    cm_heap_t *def = cm_heap_get_default();
+static int run(cm_heap_t *def) {
+    atomic_store(&at_pause, 0);
+    atomic_store(&go_on, 0);
     for (int i = 0; i < N; i++) {
         blocks[i] = cm_heap_malloc(def, SIZE);
         memset(blocks[i], 0x5a, SIZE);
@@ -79,6 +85,15 @@ int main(void) {
     memset(s.count, 0, sizeof s.count);
     CHECK(cm_heap_visit(def, count_wanted, &s) == 0, "visit stopped");
     for (int i = 0; i < again; i++) CHECK(s.count[i] == 1, "reported %d times after the hand-over", s.count[i]);
-    printf("unit_remote_batch: %d blocks of a batch caught mid hand-over, allocated again, each reported once\n", again);
+    return again;
+}
+
+int main(void) {
+    int plain = run(cm_heap_get_default());
+    cm_heap_t *cage = cm_thread_heap(CM_SPACE_CAGE);
+    CHECK(cage != NULL, "no default cage heap");
+    int caged = run(cage);
+    printf("unit_remote_batch: a batch caught mid hand-over (default heap, default cage heap): %d and %d freed "
+           "blocks allocated again, each reported once\n", plain, caged);
     return 0;
 }
