@@ -21,7 +21,9 @@
 //        quarter of the edges rewired), then a hash set keyed by references
 //        (open addressing, linear probing; 64-bit keys and a 64-bit
 //        multiplicative hash for raw pointers, 32-bit keys and a 32-bit hash
-//        for Members): every node inserted, then `nodes` lookups, half hits.
+//        for Members): every node inserted, then `nodes` lookups, half hits,
+//        then every node inserted again into the emptied set in a shuffled
+//        order (i * 2654435761 mod nodes, a permutation: that factor is prime).
 // Prints one line per phase, "PHASE name seconds", then the node block's
 // usable size, the peak RSS (VmHWM) after the tree or graph phases, and a
 // checksum that both ways must agree on.
@@ -30,6 +32,7 @@
 #include <time.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -320,6 +323,13 @@ uint64_t run_graph(uint32_t nodes) {
             check += hits;
         }
         std::printf("HASH_BYTES %zu\n", set.slots.size() * sizeof(typename P::Key));
+        // Node order hands the hash keys a fixed stride (the nodes' spacing),
+        // so its probes follow a pattern; shuffled, each insert is a miss.
+        std::fill(set.slots.begin(), set.slots.end(), typename P::Key(0));
+        {
+            Timer t("hash_insert_shuffled");
+            for (uint32_t i = 0; i < nodes; i++) set.insert(P::key(table[uint32_t(uint64_t(i) * 2654435761u % nodes)]));
+        }
     }
     {
         Timer t("free");
