@@ -46,67 +46,66 @@ static cm_desc_t *batch_desc(uint64_t b) {
     return cm_desc_of_entry(cm_pagemap_get((uintptr_t)cm_remote_batch_newest(b)));
 }
 
-static bool names_heap(uint64_t b, const cm_heap_t *h) {
-    return b && atomic_load_explicit(&batch_desc(b)->heap, memory_order_relaxed) == h->ref;
-}
+/* The batches waiting for h's superblocks when the visit begins, each with
+ * its superblock, read once (each superblock then looks at these alone).
+ * A batch handed over since is on its superblock's anchor or local list,
+ * which the walk reads as well; frees that begin later are concurrent with
+ * the visit, and their blocks may be reported either way. */
+typedef struct batch {
+    uint64_t word;
+    const cm_desc_t *d;
+} batch_t;
 
-/* Before the gather: wait until no thread is handing over a batch for a
- * superblock of h, yielding a bounded number of times. Such a word may name
- * blocks that reached the anchor list, then our bins, and were allocated
- * again before the word was cleared; a word that is not being handed over
- * names blocks still waiting, and so does any word a thread writes from
- * now on for our superblocks (we take and allocate nothing until the walk
- * ends). False if some thread stayed in the middle of its hand-over (it is
- * stopped, or starved): its batch is then left out, and its blocks may be
- * reported live. *any: some batch named a superblock of h. */
-static bool settle_batches(const cm_heap_t *h, bool *any) {
-    for (unsigned tries = 0; tries < SETTLE_TRIES; tries++) {
-        bool busy = false;
-        *any = false;
-        for (uint32_t r = 1, limit = cm_heap_record_limit(); r < limit && !busy; r++) {
-            uint64_t b = batch_word(r);
-            if (!names_heap(b, h)) continue;
-            *any = true;
-            busy = b & CM_REMOTE_BATCH_FLUSHING;
-        }
-        if (!busy) return true;
-        cm_os_yield();
-    }
-    *any = true;
-    return false;
-}
-
-/* The batches for h's superblocks waiting once settled, read once (each
- * superblock then looks at these alone, not at every record again). A
- * batch handed over since is on its superblock's anchor or local list,
- * which the walk reads as well; frees that begin after this are concurrent
- * with the visit, and their blocks may be reported either way. A word
- * being handed over is left out unless settle_batches succeeded. */
 typedef struct batches {
     bool any;         /* a batch for the heap waited when the visit began */
     uint32_t count;
-    uint64_t *words;
-    size_t map_bytes; /* of words, mapped for this visit */
+    batch_t *list;
+    size_t map_bytes; /* of list, mapped for this visit */
 } batches_t;
 
-static void snapshot_batches(const cm_heap_t *h, bool settled, batches_t *bt) {
+/* Before the gather: collect the batches for h, and start again (after a
+ * yield, a bounded number of times) while one is being handed over. Such a
+ * word may name blocks that reached the anchor list, then our bins, and
+ * were allocated again before the word was cleared; a word that is not
+ * being handed over names blocks still waiting, and so does any word a
+ * thread writes from now on for our superblocks (we take and allocate
+ * nothing until the walk ends). If some thread stays in the middle of its
+ * hand-over (stopped, or starved), its batch is left out and its blocks
+ * may be reported live; so are all batches if there is no memory for the
+ * list. */
+static void collect_batches(const cm_heap_t *h, batches_t *bt) {
     uint32_t limit = cm_heap_record_limit();
-    bt->map_bytes = ((size_t)limit * sizeof(uint64_t) + CM_PAGE_SIZE - 1) & ~(CM_PAGE_SIZE - 1);
-    bt->words = cm_os_map(bt->map_bytes);
-    if (!bt->words) { /* no memory for the list: every batch is left out, its blocks reported live */
-        bt->map_bytes = 0;
-        return;
-    }
-    for (uint32_t r = 1; r < limit; r++) {
-        uint64_t b = batch_word(r);
-        if (names_heap(b, h) && (settled || !(b & CM_REMOTE_BATCH_FLUSHING))) bt->words[bt->count++] = b;
+    for (unsigned tries = 0; tries < SETTLE_TRIES; tries++) {
+        bool busy = false;
+        bt->count = 0;
+        for (uint32_t r = 1; r < limit; r++) {
+            uint64_t b = batch_word(r);
+            if (!b) continue;
+            const cm_desc_t *d = batch_desc(b);
+            if (atomic_load_explicit(&d->heap, memory_order_relaxed) != h->ref) continue;
+            bt->any = true;
+            if (b & CM_REMOTE_BATCH_FLUSHING) {
+                busy = true;
+                continue;
+            }
+            if (!bt->list) {
+                bt->map_bytes = ((size_t)limit * sizeof(batch_t) + CM_PAGE_SIZE - 1) & ~(CM_PAGE_SIZE - 1);
+                if (!(bt->list = cm_os_map(bt->map_bytes))) {
+                    bt->map_bytes = 0;
+                    return;
+                }
+            }
+            bt->list[bt->count++] = (batch_t){b, d};
+        }
+        if (!busy) return;
+        cm_os_yield();
     }
 }
 
 static void mark_batched(free_map_t *m, const batches_t *bt) {
     for (uint32_t i = 0; i < bt->count; i++)
-        if (batch_desc(bt->words[i]) == m->d)
-            mark_chain(m, cm_remote_batch_newest(bt->words[i]), cm_remote_batch_count(bt->words[i]));
+        if (bt->list[i].d == m->d)
+            mark_chain(m, cm_remote_batch_newest(bt->list[i].word), cm_remote_batch_count(bt->list[i].word));
 }
 
 /* A batch for d waiting at the start of the visit is now either still
@@ -157,10 +156,9 @@ static int visit_all(cm_heap_t *h, const batches_t *bt, cm_block_visitor fn, voi
 int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
     cm_heap_check_owner(h, "cm_heap_visit");
     batches_t bt = {0};
-    bool settled = settle_batches(h, &bt.any);
-    if (bt.any) snapshot_batches(h, settled, &bt);
+    collect_batches(h, &bt);
     cm_heap_gather(h);
     int rc = visit_all(h, &bt, fn, arg);
-    if (bt.map_bytes) cm_os_unmap(bt.words, bt.map_bytes);
+    if (bt.map_bytes) cm_os_unmap(bt.list, bt.map_bytes);
     return rc;
 }
