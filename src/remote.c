@@ -31,7 +31,7 @@
  * errs towards "no", or names a heap d has left for one that is batchable. */
 static bool batchable(const cm_desc_t *d) {
     uint32_t heap = atomic_load_explicit(&d->heap, memory_order_relaxed);
-    if (heap == 0 || heap == cm_desc_owner(d)) return true;
+    if (heap == 0) return true;
     cm_heap_t *rec = cm_heap_record(heap);
     return rec && atomic_load_explicit(&rec->lasting, memory_order_relaxed);
 }
