@@ -7,8 +7,8 @@
  * slots in .bss (one per 4 GiB, zero pages until touched) and a region
  * record (264 KiB, lazily committed: 2^16 entries plus the arena's chunk
  * bitmaps) is mapped the first time we own something in its 4 GiB. Slots
- * hold offsets from the map, which begins with a shared all-zero leaf, so
- * the lookup has no null test.
+ * hold offsets from a shared all-zero leaf that follows the root, so the
+ * lookup has no null test.
  * Regions are never unmapped: a stale read of one is always harmless. */
 #include "internal.h"
 
@@ -22,7 +22,7 @@ static _Atomic uint16_t region_slots[CM_PAGEMAP_ROOT_LEN];
 static _Atomic uint32_t regions_listed;
 
 static cm_region_t *region_at_offset(uintptr_t offset) {
-    return (cm_region_t *)((char *)&cm_pagemap + offset);
+    return (cm_region_t *)((char *)cm_pagemap.empty_leaf + offset);
 }
 
 /* Install the region of root slot i if missing: a CAS race whose losers
@@ -33,7 +33,7 @@ static cm_region_t *region_for(size_t i) {
     cm_region_t *mine = cm_os_map(sizeof(cm_region_t));
     if (!mine) return NULL;
     if (atomic_compare_exchange_strong_explicit(&cm_pagemap.root[i], &offset,
-                                                (uintptr_t)mine - (uintptr_t)&cm_pagemap,
+                                                (uintptr_t)mine - (uintptr_t)cm_pagemap.empty_leaf,
                                                 memory_order_acq_rel, memory_order_acquire)) {
         /* relaxed ticket; release store: a reader of the list sees the slot */
         uint32_t at = atomic_fetch_add_explicit(&regions_listed, 1, memory_order_relaxed);
