@@ -112,27 +112,29 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
     cm_bin_t *bin = &h->bins[cls];
     cm_desc_t *d = cm_bin_current(bin);
     if (!d) return;
-    void *tail = NULL;
-    list_length(h->bin_head[cls], &tail);
-    if (tail) {
-        cm_block_set_next(tail, d->local_free);
+    void *bin_tail = NULL, *ignored;
+    uint32_t free_blocks = list_length(h->bin_head[cls], &bin_tail) + list_length(d->local_free, &ignored);
+    if (bin_tail) {
+        cm_block_set_next(bin_tail, d->local_free);
         d->local_free = h->bin_head[cls];
     }
-    void *ignored;
-    cm_desc_set_used(d, carved_of(d) - list_length(d->local_free, &ignored));
+    cm_desc_set_used(d, carved_of(d) - free_blocks);
     h->bin_head[cls] = NULL;
     bin->current = 0;
     list_push(&bin->avail, d, CM_AT_AVAIL);
 }
 
-/* Hand d (on no list of h) back to the pool: its local list joins its
- * anchor list; blocks never carved stay untouched. With no block out
- * (used 0) the local list holds every carved block and is not walked. */
+/* Hand d (on no list of h; not current, so its used count is exact) back
+ * to the pool: its local list, the carved blocks not in use, joins its
+ * anchor list; blocks never carved stay untouched. The list is walked only
+ * if remote frees wait on the anchor (for the tail to link them to): a
+ * thread's exit gives up every superblock it holds, and walking each list
+ * there cost a cache miss per free block. */
 static void give_up(cm_desc_t *d) {
-    void *head = d->local_free, *tail = NULL;
-    uint32_t n = cm_desc_used(d) == 0 ? carved_of(d) : list_length(head, &tail);
+    void *head = d->local_free;
+    uint32_t n = head ? carved_of(d) - cm_desc_used(d) : 0;
     d->local_free = NULL;
-    cm_pool_release(d, head, tail, n);
+    cm_pool_release(d, head, NULL, n);
 }
 
 /* d, on avail, has every block free: it stays at the front of avail for the

@@ -431,7 +431,7 @@ CM_HIDDEN bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out);
  * taken over); NULL when out of memory. */
 CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner, bool reclaim);
 /* The owner gives d up: the chain head..tail of n blocks (its local list;
- * tail may be NULL when no block of d is out) joins the anchor list, and d
+ * tail may be NULL, and is then found only if needed) joins the anchor list, and d
  * becomes FULL, PARTIAL, kept fully free, or retired. Blocks never carved
  * stay so: the next owner carves on from d->carved. */
 CM_HIDDEN void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n);

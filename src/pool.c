@@ -279,11 +279,21 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
 /* ------------------------------------------------------------ giving back */
 
 /* The anchor CAS of every give-back: n blocks head..tail (linked) join d's
- * list (tail NULL: the caller holds every block of d, so the list is empty,
- * and the chain already ends in NULL). From OWNED states the owner releases d (`release`), or a remote
+ * list (tail NULL: the chain ends in NULL, and is walked for its tail only
+ * if the list has blocks to link it to). From OWNED states the owner releases d (`release`), or a remote
  * free keeps it owned; from FULL/PARTIAL, blocks come back to a superblock
  * no heap owns. A superblock no heap owns whose every block is free is
  * kept committed (budget) or retired. Returns the anchor it replaced. */
+/* The last block of the NULL-terminated chain of n blocks at head (a heap's
+ * local list: only its owner links it, but a block freed twice makes it
+ * longer or a cycle, so the walk stops at n and checks). */
+static void *chain_tail(void *head, uint32_t n) {
+    void *tail = head;
+    for (uint32_t i = 1; i < n && tail; i++) tail = cm_block_peek_next(tail);
+    if (!tail || cm_block_peek_next(tail)) cm_fatal("free", "corrupted free list", head);
+    return tail;
+}
+
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
     unsigned cls = cm_desc_class(d), space = cm_space_of(d->base);
     uint32_t head_idx = n ? cm_desc_block_index(d, head) : 0;
@@ -299,8 +309,8 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
         bool owned = state == CM_OWNED || state == CM_OWNED_FULL;
         if (cm_unlikely(release ? !owned : (!owned && state != CM_FULL && state != CM_PARTIAL)) || count > max)
             cm_fatal("free", "double free", n ? head : d->base);
+        if (n && !tail && cm_anchor_count(old)) tail = chain_tail(head, n);
         if (n && tail) cm_block_set_next(tail, cm_anchor_count(old) ? cm_desc_block(d, cm_anchor_avail(old)) : NULL);
-        else if (n && cm_anchor_count(old)) cm_fatal("free", "double free", head); /* the caller knew all were free */
         uint32_t avail = n ? head_idx : cm_anchor_avail(old);
         if (owned && !release) {
             new = cm_anchor_next(old, CM_OWNED, avail, count);
