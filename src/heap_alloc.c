@@ -134,7 +134,7 @@ static void give_up(cm_desc_t *d) {
     void *head = d->local_free;
     uint32_t n = head ? carved_of(d) - cm_desc_used(d) : 0;
     d->local_free = NULL;
-    cm_pool_release(d, head, NULL, n);
+    cm_pool_release(d, head, n);
 }
 
 /* d, on avail, has every block free: it stays at the front of avail for the
@@ -324,10 +324,9 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
     char *b = r.chain ? r.chain : r.fresh;
     void *head = NULL, *tail = NULL;
     uint32_t n = 0;
-    if (r.chain) {
+    if (r.chain) { /* d's anchor list: it ends in NULL, give_back finds the tail if needed */
         head = cm_block_peek_next(b);
         n = r.count - 1;
-        if (n) list_length(head, &tail);
     } else {
         for (uint32_t i = r.fresh_count; i-- > 1;) {
             char *x = b + (size_t)i * size;

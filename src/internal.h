@@ -430,11 +430,11 @@ CM_HIDDEN bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out);
  * for heaps that can be destroyed), or a fresh one (carved 0, dirty if
  * taken over); NULL when out of memory. */
 CM_HIDDEN cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner, bool reclaim);
-/* The owner gives d up: the chain head..tail of n blocks (its local list;
- * tail may be NULL, and is then found only if needed) joins the anchor list, and d
+/* The owner gives d up: the NULL-terminated chain of n blocks at head (its
+ * local list) joins the anchor list, and d
  * becomes FULL, PARTIAL, kept fully free, or retired. Blocks never carved
  * stay so: the next owner carves on from d->carved. */
-CM_HIDDEN void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n);
+CM_HIDDEN void cm_pool_release(cm_desc_t *d, void *head, uint32_t n);
 /* The owner gives d up with every block free, returning its memory (cm_heap_destroy). */
 CM_HIDDEN void cm_pool_discard(cm_desc_t *d);
 /* The owner takes d's anchor list (remote frees): its head, *n its length. */
@@ -448,7 +448,8 @@ CM_HIDDEN bool cm_pool_park(cm_desc_t *d);
  * set here) from a thread that does not own d: one CAS (the common case, d
  * owned and not parked, takes a short path). */
 CM_HIDDEN void cm_pool_free_remote(cm_desc_t *d, void *head, void *tail, uint32_t n);
-/* Free a chain of n blocks of d from a thread that does not own d: one CAS. */
+/* Free the chain head..tail of n blocks of d from a thread that does not
+ * own d: one CAS (tail NULL: the chain ends in NULL). */
 CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire every fully free superblock kept committed (malloc_trim). */
 CM_HIDDEN bool cm_pool_trim(void);

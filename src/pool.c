@@ -375,13 +375,13 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     }
 }
 
-void cm_pool_release(cm_desc_t *d, void *head, void *tail, uint32_t n) {
+void cm_pool_release(cm_desc_t *d, void *head, uint32_t n) {
     uint32_t owner = cm_desc_owner(d);
     cm_desc_set_owner(d, 0);
     atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
     d->at = CM_AT_NONE;
     cm_anchor_t new;
-    give_back(d, head, tail, n, true, &new);
+    give_back(d, head, NULL, n, true, &new);
     if (cm_anchor_state(new) == CM_RETIRING) retire(d, false);
     else if (cm_anchor_state(new) == CM_PARTIAL) cm_desc_stack_push(stack_for(d, owner), d);
 }
