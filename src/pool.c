@@ -278,15 +278,10 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
 
 /* ------------------------------------------------------------ giving back */
 
-/* The anchor CAS of every give-back: n blocks head..tail (linked) join d's
- * list (tail NULL: the chain ends in NULL, and is walked for its tail only
- * if the list has blocks to link it to). From OWNED states the owner releases d (`release`), or a remote
- * free keeps it owned; from FULL/PARTIAL, blocks come back to a superblock
- * no heap owns. A superblock no heap owns whose every block is free is
- * kept committed (budget) or retired. Returns the anchor it replaced. */
-/* The last block of the NULL-terminated chain of n blocks at head (a heap's
- * local list: only its owner links it, but a block freed twice makes it
- * longer or a cycle, so the walk stops at n and checks). */
+/* The last block of the NULL-terminated chain of n blocks at head, ours
+ * alone (a heap's local list, or an anchor list taken whole): a block freed
+ * twice makes such a chain longer or a cycle, so the walk stops at n and
+ * checks. */
 static void *chain_tail(void *head, uint32_t n) {
     void *tail = head;
     for (uint32_t i = 1; i < n && tail; i++) tail = cm_block_peek_next(tail);
@@ -294,6 +289,12 @@ static void *chain_tail(void *head, uint32_t n) {
     return tail;
 }
 
+/* The anchor CAS of every give-back: n blocks head..tail (linked) join d's
+ * list (tail NULL: the chain ends in NULL, and is walked for its tail only
+ * if the list has blocks to link it to). From OWNED states the owner releases d (`release`), or a remote
+ * free keeps it owned; from FULL/PARTIAL, blocks come back to a superblock
+ * no heap owns. A superblock no heap owns whose every block is free is
+ * kept committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
     unsigned cls = cm_desc_class(d), space = cm_space_of(d->base);
     uint32_t head_idx = n ? cm_desc_block_index(d, head) : 0;
