@@ -183,7 +183,7 @@ void cm_heap_destroy(cm_heap_t *h) {
     }
     for (uint32_t r = h->parked, next; r; r = next) {
         next = cm_desc_from_ref(r)->link;
-        cm_pool_discard(cm_desc_from_ref(r));
+        if (cm_pool_unpark(cm_desc_from_ref(r))) cm_pool_discard(cm_desc_from_ref(r)); /* else retired already */
     }
     for (uint32_t r = h->large, next; r; r = next) {
         cm_desc_t *d = cm_desc_from_ref(r);

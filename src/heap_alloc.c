@@ -69,14 +69,29 @@ void cm_heap_check_owner(const cm_heap_t *h, const char *func) {
         cm_fatal(func, "heap used by a thread that does not own it (or not a live heap)", h);
 }
 
+/* Parked d comes off the parked list and back into h's hands (on no list
+ * now): true. False if it was retired meanwhile, every block having come
+ * back by remote frees while h stayed away: it is gone. */
+static bool take_back_parked(cm_heap_t *h, cm_desc_t *d) {
+    list_unlink(&h->parked, d); /* first: once dropped, d may be reused at once */
+    if (!cm_pool_unpark(d)) return false;
+    cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
+    return true;
+}
+
 /* Parked d has a free block again: it joins the end of its class's avail
  * list (the superblocks ahead of it, freed into longer ago, have more free
  * blocks by now, and it gathers more until the class reaches it: refilling
- * from it at its first free block would take one block per refill). */
-static void unpark(cm_heap_t *h, cm_desc_t *d) {
-    list_unlink(&h->parked, d);
-    cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
+ * from it at its first free block would take one block per refill). False
+ * if it was gone (take_back_parked). */
+static bool unpark(cm_heap_t *h, cm_desc_t *d) {
+    if (!take_back_parked(h, d)) return false;
     list_append(&h->bins[cm_desc_class(d)].avail, d, CM_AT_AVAIL);
+    return true;
+}
+
+void cm_heap_unpark_all(cm_heap_t *h) {
+    while (h->parked) unpark(h, desc(h->parked));
 }
 
 /* ------------------------------------------------------------ a superblock's lists */
@@ -88,8 +103,15 @@ static uint32_t list_length(void *head, void **tail) {
 }
 
 /* Blocks freed by other threads join d's local list (they were counted in
- * used until now). A parked superblock that had any goes back to avail. */
+ * used until now). A parked superblock that had any goes back to avail (one
+ * retired meanwhile is dropped). */
 static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
+    if (d->at == CM_AT_PARKED) {
+        /* relaxed: a look, which unpark's CAS confirms */
+        cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+        if (cm_anchor_state(a) == CM_OWNED_FULL && cm_anchor_count(a) == 0) return; /* none came back */
+        if (!unpark(h, d)) return;
+    }
     uint32_t n;
     void *chain = cm_pool_take_remote(d, &n);
     if (chain) {
@@ -101,8 +123,6 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
         d->local_free = chain;
         cm_desc_set_used(d, cm_desc_used(d) - n);
     }
-    if (d->at == CM_AT_PARKED && (chain || cm_anchor_state(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == CM_OWNED))
-        unpark(h, d);
 }
 
 /* Bin cls stops allocating from its current superblock: the bin's blocks
@@ -358,15 +378,15 @@ void cm_free_small_slow(void *p, cm_desc_t *d) {
         cm_free_remote(p, d);
         return;
     }
+    cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
+    /* before p is touched: retired, d's every block had come back already */
+    if (d->at == CM_AT_PARKED && !unpark(h, d)) cm_fatal("free", "double free", p);
     cm_block_set_next(p, d->local_free);
     d->local_free = p;
     if (d->at == CM_AT_CURRENT) {
         cm_desc_set_used(d, CM_USED_CURRENT);
         return;
     }
-    cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
-    /* its anchor may stay OWNED_FULL: a remote free then sends a stale hint */
-    if (d->at == CM_AT_PARKED) unpark(h, d);
     uint32_t used = cm_desc_used(d) - 1;
     cm_desc_set_used(d, used);
     if (used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
@@ -489,8 +509,7 @@ void cm_heap_abandon(cm_heap_t *h) {
     }
     while (h->parked) {
         cm_desc_t *d = desc(h->parked);
-        list_unlink(&h->parked, d);
-        give_up(d);
+        if (take_back_parked(h, d)) give_up(d);
     }
     while (h->large) large_leave(h, desc(h->large), NULL);
 }
@@ -509,8 +528,7 @@ void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to) {
      * and the next refill of their class looks at them anyway */
     while (h->parked) {
         cm_desc_t *d = desc(h->parked);
-        list_unlink(&h->parked, d);
-        cm_desc_set_used(d, cm_desc_used(d) & ~CM_USED_PARKED);
+        if (!take_back_parked(h, d)) continue;
         atomic_store_explicit(&d->heap, to->ref, memory_order_relaxed);
         list_push(&to->bins[cm_desc_class(d)].avail, d, CM_AT_AVAIL);
     }

@@ -145,7 +145,6 @@ static int visit_all(cm_heap_t *h, const batches_t *bt, cm_block_visitor fn, voi
     int rc;
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++)
         if ((rc = visit_list(h->bins[c].avail, bt, fn, arg)) != 0) return rc;
-    if ((rc = visit_list(h->parked, bt, fn, arg)) != 0) return rc;
     for (uint32_t r = h->large; r; r = cm_desc_from_ref(r)->link) {
         cm_desc_t *d = cm_desc_from_ref(r);
         if ((rc = fn(d->base, d->map_size, arg)) != 0) return rc;
@@ -158,6 +157,9 @@ int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
     batches_t bt = {0};
     collect_batches(h, &bt);
     cm_heap_gather(h);
+    /* parked superblocks, which the decay pass may retire once every block
+     * is back, join avail, where none can be retired under the visit */
+    cm_heap_unpark_all(h);
     int rc = visit_all(h, &bt, fn, arg);
     if (bt.map_bytes) cm_os_unmap(bt.list, bt.map_bytes);
     return rc;

@@ -57,18 +57,22 @@
  *
  * Superblock states (anchor.state):
  *  OWNED     a heap owns it; the anchor list holds remote frees (count).
- *  OWNED_FULL  OWNED, and parked by its heap as exhausted (or taken back
- *            since): the remote free that moves it back to OWNED tells the
- *            heap (its mailbox), which ignores the hint if not parked.
+ *  OWNED_FULL  OWNED, and parked by its heap as exhausted; remote frees
+ *            keep it so (the first tells the heap, through its mailbox)
+ *            until the heap takes it back (OWNED). If every block comes
+ *            back and the heap stays away (a thread that sleeps), the decay
+ *            pass retires it: its heap drops the descriptor when it next
+ *            looks.
  *  FULL      owned by no heap, no free block on its list (all in use); on
  *            no list.
  *  PARTIAL   count > 0 free blocks on its list; on its class's partial stack
  *            (or held by the one thread that just popped it).
  *  RETIRING  all blocks free; one thread owns it and is returning its memory.
- *  EMPTY     memory and span returned while the descriptor sat on a partial
- *            stack: whoever pops it releases the descriptor to the pool.
- *  DETACHED  RETIRING, but the thread that popped it from the partial stack
- *            saw that and left it: the retiring thread must recycle it.
+ *  EMPTY     memory and span returned while the descriptor sat on a list
+ *            (a partial stack, a heap's parked list): whoever takes it off
+ *            releases the descriptor to the pool.
+ *  DETACHED  RETIRING, but the thread that took it off its list saw that
+ *            and left it: the retiring thread must recycle it.
  */
 #ifndef CM_INTERNAL_H
 #define CM_INTERNAL_H
@@ -440,10 +444,13 @@ CM_HIDDEN void cm_pool_discard(cm_desc_t *d);
 /* The owner takes d's anchor list (remote frees): its head, *n its length. */
 CM_HIDDEN void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n);
 /* The owner parks exhausted d (anchor OWNED_FULL with no remote frees);
- * false if remote frees arrived (take them instead). The owner never moves
- * OWNED_FULL back: a superblock it took back locally may keep that state,
- * and a remote free then sends its heap a hint it finds stale. */
+ * false if remote frees arrived (take them instead). */
 CM_HIDDEN bool cm_pool_park(cm_desc_t *d);
+/* The owner takes parked d, already off its parked list, back (OWNED_FULL
+ * -> OWNED; remote frees stay on the anchor list). False if every block had
+ * come back and the decay pass (or malloc_trim) retired d meanwhile: its
+ * memory is gone and the descriptor no longer the caller's. */
+CM_HIDDEN bool cm_pool_unpark(cm_desc_t *d);
 /* Free the chain head..tail of n blocks of d (linked, tail's link to be
  * set here) from a thread that does not own d: one CAS (the common case, d
  * owned and not parked, takes a short path). */
@@ -748,6 +755,8 @@ CM_HIDDEN void cm_heap_collect_owned(cm_heap_t *h);
 /* Bring every free block of h onto its superblocks' local lists (none
  * current, remote frees taken, zombies unlinked): for cm_heap_visit. */
 CM_HIDDEN void cm_heap_gather(cm_heap_t *h);
+/* Every parked superblock of h joins avail (or, retired, is dropped). */
+CM_HIDDEN void cm_heap_unpark_all(cm_heap_t *h);
 /* Give up everything h holds (abandon: blocks stay valid), or move it to `to`. */
 CM_HIDDEN void cm_heap_abandon(cm_heap_t *h);
 CM_HIDDEN void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to);

@@ -21,6 +21,7 @@ static cm_desc_stack_t partial[CM_SPACES][CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
 /* All relaxed: budgets, counts and timestamps that only steer policy (keep
  * or retire, scan or not, where to look); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
+static _Atomic uint32_t parked_freed;                   /* parked superblocks whose every block came back */
 static _Atomic int32_t kept_in_class[CM_SPACES][CM_NUM_CLASSES + 1]; /* of which per class: where take-over looks */
 static _Atomic uint64_t last_decay_ns;                  /* when cm_pool_decay last scanned */
 static _Atomic uint32_t decay_cursor;                   /* where the next decay pass starts */
@@ -75,11 +76,13 @@ static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space) {
 
 /* The caller moved d's anchor to RETIRING, so it alone owns the superblock's
  * memory: every block is free and no CAS can take them (only PARTIAL
- * superblocks give out blocks). Return the memory and the span, then the
- * descriptor: if it still sits on its partial stack, it stays there as EMPTY
- * and the thread that pops it releases it; if that thread popped it
- * meanwhile and left it DETACHED, or it was on no list, we release it. */
-static void retire(cm_desc_t *d, bool on_partial_stack) {
+ * superblocks give out blocks, only their owner takes OWNED ones). Return
+ * the memory and the span, then the descriptor: if it still sits on a list
+ * (its partial stack, or its heap's parked list), it stays there as EMPTY
+ * and the thread that takes it off releases it (drop_retired); if that
+ * thread did so meanwhile and left it DETACHED, or it was on no list, we
+ * release it. */
+static void retire(cm_desc_t *d, bool listed) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     /* stale frees into the span now take the slow path and are caught there */
     cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), 0));
@@ -90,7 +93,7 @@ static void retire(cm_desc_t *d, bool on_partial_stack) {
     cm_anchor_t expect = atomic_load_explicit(&d->anchor, memory_order_relaxed);
     /* release: our reads of d above happen before the popper that finds
      * EMPTY (an acquire load) releases d for another owner to rewrite. */
-    if (on_partial_stack && cm_anchor_state(expect) == CM_RETIRING &&
+    if (listed && cm_anchor_state(expect) == CM_RETIRING &&
         atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_next(expect, CM_EMPTY, 0, 0),
                                                 memory_order_release, memory_order_relaxed))
         return;
@@ -118,6 +121,21 @@ static void unkeep(cm_desc_t *d, unsigned cls) {
 
 /* ------------------------------------------------------------ taking from the pool */
 
+/* d, taken off a list (a partial stack, a heap's parked list) by the thread
+ * that found its anchor *a RETIRING or EMPTY, leaves that thread's hands:
+ * EMPTY, its memory is gone and the descriptor is released here; RETIRING,
+ * its retirer is still returning the memory and is left to release it
+ * (DETACHED). False if the anchor changed meanwhile (*a reloaded). */
+static bool drop_retired(cm_desc_t *d, cm_anchor_t *a) {
+    if (cm_anchor_state(*a) == CM_EMPTY) {
+        cm_desc_release(d);
+        return true;
+    }
+    /* acquire: the retirer's writes to d happen before its release of d */
+    return atomic_compare_exchange_weak_explicit(&d->anchor, a, cm_anchor_next(*a, CM_DETACHED, 0, 0),
+                                                 memory_order_acquire, memory_order_acquire);
+}
+
 /* Move d, popped from a partial stack, from PARTIAL to `to` (FULL: taking
  * its free list; OWNED: taking the superblock, the list staying on its
  * anchor). Returns the anchor it had, or 0 if d had been retired meanwhile. */
@@ -137,13 +155,8 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
             return a;
         }
         case CM_RETIRING:
-            /* its retirer is still returning the memory: leave it to them */
-            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_DETACHED, 0, 0),
-                                                       memory_order_acquire, memory_order_acquire))
-                continue;
-            return 0;
-        case CM_EMPTY: /* retired while on the stack: its span is gone, the descriptor is ours to release */
-            cm_desc_release(d);
+        case CM_EMPTY:
+            if (!drop_retired(d, &a)) continue;
             return 0;
         default:
             cm_fatal("malloc", "superblock pool corrupted at", d->base);
@@ -181,12 +194,8 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) 
                     assign_class(d, cls, state);
                     return d;
                 }
-                if (st == CM_EMPTY) {
-                    cm_desc_release(d);
-                } else if (st == CM_RETIRING) {
-                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_DETACHED, 0, 0),
-                                                               memory_order_acquire, memory_order_acquire))
-                        continue;
+                if (st == CM_EMPTY || st == CM_RETIRING) {
+                    if (!drop_retired(d, &a)) continue;
                 } else {
                     cm_desc_stack_push(&partial[space][other][s], d); /* in use: put it back */
                 }
@@ -291,10 +300,12 @@ static void *chain_tail(void *head, uint32_t n) {
 
 /* The anchor CAS of every give-back: n blocks head..tail (linked) join d's
  * list (tail NULL: the chain ends in NULL, and is walked for its tail only
- * if the list has blocks to link it to). From OWNED states the owner releases d (`release`), or a remote
- * free keeps it owned; from FULL/PARTIAL, blocks come back to a superblock
- * no heap owns. A superblock no heap owns whose every block is free is
- * kept committed (budget) or retired. Returns the anchor it replaced. */
+ * if the list has blocks to link it to). From OWNED the owner releases d
+ * (`release`); a remote free leaves an owned d owned, and a parked one
+ * parked (the decay pass retires it if every block came back and its owner
+ * stays away); from FULL/PARTIAL, blocks come back to a superblock no heap
+ * owns. A superblock no heap owns whose every block is free is kept
+ * committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
     unsigned cls = cm_desc_class(d), space = cm_space_of(d->base);
     uint32_t head_idx = n ? cm_desc_block_index(d, head) : 0;
@@ -303,18 +314,22 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_acquire), new;
     bool kept = false;
     uint32_t max = 0;
+    unsigned state;
     for (;;) {
-        unsigned state = cm_anchor_state(old);
+        state = cm_anchor_state(old);
         uint32_t count = cm_anchor_count(old) + n;
         max = carved_of(d);
         bool owned = state == CM_OWNED || state == CM_OWNED_FULL;
-        if (cm_unlikely(release ? !owned : (!owned && state != CM_FULL && state != CM_PARTIAL)) || count > max)
+        if (cm_unlikely(release ? state != CM_OWNED : (!owned && state != CM_FULL && state != CM_PARTIAL)) ||
+            count > max)
             cm_fatal("free", "double free", n ? head : d->base);
         if (n && !tail && cm_anchor_count(old)) tail = chain_tail(head, n);
         if (n && tail) cm_block_set_next(tail, cm_anchor_count(old) ? cm_desc_block(d, cm_anchor_avail(old)) : NULL);
         uint32_t avail = n ? head_idx : cm_anchor_avail(old);
         if (owned && !release) {
-            new = cm_anchor_next(old, CM_OWNED, avail, count);
+            if (state == CM_OWNED_FULL && count == max) /* before the CAS: the decay pass reads it after */
+                atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
+            new = cm_anchor_next(old, state, avail, count);
         } else if (count == max) {
             if (!kept && (kept = keep_empty(span_size(d))))
                 atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
@@ -340,6 +355,7 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
         }
     }
     if (kept) atomic_fetch_add_explicit(&kept_in_class[space][cls], 1, memory_order_relaxed);
+    if (state == CM_OWNED_FULL && cm_anchor_count(new) == max) atomic_fetch_add_explicit(&parked_freed, 1, memory_order_relaxed);
     *now = new;
     return old;
 }
@@ -364,10 +380,16 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     cm_anchor_t new, old = give_back(d, head, tail, n, false, &new);
     unsigned was = cm_anchor_state(old);
     if (was == CM_OWNED_FULL) {
-        /* relaxed: a stale or zero heap ref only costs a wasted or missed
+        /* the first block back in a parked superblock tells its heap.
+         * relaxed: a stale or zero heap ref only costs a wasted or missed
          * hint; the owner validates what it reads, and finds d anyway when
          * it next collects */
-        cm_heap_notify(atomic_load_explicit(&d->heap, memory_order_relaxed), cm_desc_ref(d));
+        if (cm_anchor_count(old) == 0)
+            cm_heap_notify(atomic_load_explicit(&d->heap, memory_order_relaxed), cm_desc_ref(d));
+        /* every block back: if its heap never comes for it (a thread that
+         * sleeps), a decay pass run from here later retires it; the pass
+         * also runs from refills, which a thread that only frees never does */
+        if (cm_anchor_count(new) == cm_class_info[cm_desc_class(d)].max_count) cm_pool_decay();
     } else if (cm_anchor_state(new) == CM_RETIRING) {
         retire(d, was == CM_PARTIAL);
     } else if (was == CM_FULL) {
@@ -419,10 +441,8 @@ void *cm_pool_take_remote(cm_desc_t *d, uint32_t *n) {
 bool cm_pool_park(cm_desc_t *d) {
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
     /* relaxed: parking publishes nothing; a remote free that sees
-     * OWNED_FULL only learns to notify the heap. Already OWNED_FULL with
-     * no remote free: parked as it is (the next remote free notifies). */
+     * OWNED_FULL only learns to notify the heap */
     while (cm_anchor_count(a) == 0) {
-        if (cm_anchor_state(a) == CM_OWNED_FULL) return true;
         if (atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_OWNED_FULL, 0, 0),
                                                   memory_order_relaxed, memory_order_relaxed))
             return true;
@@ -430,9 +450,37 @@ bool cm_pool_park(cm_desc_t *d) {
     return false;
 }
 
+bool cm_pool_unpark(cm_desc_t *d) {
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    for (;;) {
+        switch (cm_anchor_state(a)) {
+        case CM_OWNED_FULL:
+            /* Succeeding, it keeps the decay pass from retiring d (whose
+             * CAS expects this very anchor). acquire: failing, d may be
+             * found retired and its descriptor released here (the
+             * success order may be no weaker); the anchor list itself is
+             * taken later, with its own acquire. */
+            if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a,
+                                                       cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
+                                                       memory_order_acquire, memory_order_acquire))
+                continue;
+            if (cm_anchor_count(a) == cm_class_info[cm_desc_class(d)].max_count)
+                atomic_fetch_sub_explicit(&parked_freed, 1, memory_order_relaxed);
+            return true;
+        case CM_RETIRING:
+        case CM_EMPTY:
+            if (!drop_retired(d, &a)) continue;
+            return false;
+        default:
+            cm_fatal("malloc", "superblock pool corrupted at", d->base);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ trim, lookup */
 
-/* Retire the kept (fully free) superblock d if it still is one and has idled
+/* Retire the fully free superblock d, kept in the pool or parked by a heap
+ * that has not come back for it, if it still is one and has idled
  * min_age_ns. Reading any descriptor is safe (type-stable). The decision
  * rests on the anchor and the class read after it; the CAS succeeds only if
  * the anchor did not change at all since (its version, internal.h), so the
@@ -443,20 +491,23 @@ bool cm_pool_park(cm_desc_t *d) {
 static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
-    if (cls == 0 || cls > CM_NUM_CLASSES || cm_anchor_state(a) != CM_PARTIAL ||
-        cm_anchor_count(a) != carved_of(d) ||
+    if (cls == 0 || cls > CM_NUM_CLASSES) return false;
+    bool kept = cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == carved_of(d);
+    bool parked = cm_anchor_state(a) == CM_OWNED_FULL && cm_anchor_count(a) == cm_class_info[cls].max_count;
+    if (!(kept || parked) ||
         (min_age_ns && now - atomic_load_explicit(&d->idle_since, memory_order_relaxed) < min_age_ns))
         return false;
     CM_TEST_POINT("trim: anchor read");
     if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_next(a, CM_RETIRING, 0, 0),
                                                  memory_order_acquire, memory_order_relaxed))
         return false;
-    unkeep(d, cls);
-    retire(d, true);
+    if (kept) unkeep(d, cls);
+    else atomic_fetch_sub_explicit(&parked_freed, 1, memory_order_relaxed);
+    retire(d, true); /* on its partial stack, or its heap's parked list */
     return true;
 }
 
-/* Retire every kept superblock (malloc_trim). */
+/* Retire every fully free superblock kept or parked (malloc_trim). */
 bool cm_pool_trim(void) {
     bool returned = false;
     uint32_t n = cm_desc_count();
@@ -472,7 +523,8 @@ bool cm_pool_trim(void) {
 void cm_pool_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
     if (now - last < cm_options.decay_ns / 4 ||
-        atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
+        (atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 &&
+         atomic_load_explicit(&parked_freed, memory_order_relaxed) == 0) ||
         !atomic_compare_exchange_strong_explicit(&last_decay_ns, &last, now, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;

@@ -1,0 +1,130 @@
+/* A thread allocates blocks, hands them to another thread, which frees them
+ * all, and then sleeps: its superblocks, parked full in its heap, have every
+ * block back, but it never comes to look. That memory must go back to the OS
+ * anyway: at once with cm_trim, and by the decay pass (CAGEMALLOC_DECAY_MS,
+ * set short by the test's environment) while other threads keep allocating,
+ * or only keep freeing.
+ * The sleeper then wakes and allocates and frees again, its data verified.
+ * Before the fix, trim and decay reached only the pool, never a parked
+ * superblock: nothing came back until the sleeper woke. */
+#include "core_util.h"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <time.h>
+
+#include "cagemalloc.h"
+
+#define BLOCKS 40000
+#define SIZE 400 /* 16 MiB in all: far above what the other thread's churn keeps */
+
+static void *blocks[BLOCKS];
+static sem_t handed, wake, done;
+
+static void fill_all(void) {
+    for (int i = 0; i < BLOCKS; i++) {
+        blocks[i] = cm_malloc(SIZE);
+        CMT_CHECK(blocks[i], "malloc failed");
+        cmt_fill(blocks[i], SIZE, (unsigned)i);
+    }
+}
+
+static void *sleeper(void *arg) {
+    (void)arg;
+    for (int round = 0; round < 3; round++) {
+        fill_all();
+        sem_post(&handed);
+        sem_wait(&wake); /* sleeps while the other thread frees everything */
+    }
+    /* its parked superblocks were retired meanwhile: allocating works on */
+    fill_all();
+    for (int i = 0; i < BLOCKS; i++) {
+        CMT_VERIFY(blocks[i], SIZE, (unsigned)i, "block");
+        cm_free(blocks[i]);
+    }
+    sem_post(&done);
+    return NULL;
+}
+
+static void free_range(int from, int to) {
+    for (int i = from; i < to; i++) {
+        CMT_VERIFY(blocks[i], SIZE, (unsigned)i, "block");
+        cm_free(blocks[i]);
+    }
+}
+
+static void free_all(void) { free_range(0, BLOCKS); }
+
+static size_t returned(void) {
+    cm_stats_t s;
+    cm_stats_get(&s);
+    return s.returned;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Churn through the pool in 64 KiB superblocks: refills from the pool run the decay pass. */
+static void churn(double seconds) {
+    static void *v[2048];
+    for (double end = now_s() + seconds; now_s() < end;) {
+        for (int i = 0; i < 2048; i++) {
+            v[i] = cm_malloc(1024);
+            CMT_CHECK(v[i], "malloc failed");
+            cmt_fill(v[i], 1024, (unsigned)i);
+        }
+        for (int i = 0; i < 2048; i++) {
+            CMT_VERIFY(v[i], 1024, (unsigned)i, "block");
+            cm_free(v[i]);
+        }
+    }
+}
+
+int main(void) {
+    const size_t bytes = (size_t)BLOCKS * SIZE, want = bytes / 10 * 9;
+    sem_init(&handed, 0, 0);
+    sem_init(&wake, 0, 0);
+    sem_init(&done, 0, 0);
+    pthread_t t;
+    CMT_CHECK(pthread_create(&t, NULL, sleeper, NULL) == 0, "pthread_create");
+
+    /* round 1: cm_trim */
+    sem_wait(&handed);
+    free_all();
+    size_t before = returned();
+    CMT_CHECK(cm_trim() == 1, "cm_trim returned nothing");
+    size_t by_trim = returned() - before;
+    CMT_CHECK(by_trim >= want, "cm_trim gave back %zu KiB of the sleeper's %zu KiB", by_trim >> 10, bytes >> 10);
+    sem_post(&wake);
+
+    /* round 2: the decay pass, run by this thread's allocations */
+    sem_wait(&handed);
+    free_all();
+    before = returned();
+    churn(1.0); /* CAGEMALLOC_DECAY_MS=100 (tests/edge.cmake) */
+    size_t by_decay = returned() - before;
+    CMT_CHECK(by_decay >= want, "decay gave back %zu KiB of the sleeper's %zu KiB", by_decay >> 10, bytes >> 10);
+    sem_post(&wake);
+
+    /* round 3: the decay pass, run by frees alone (a thread that never
+     * refills): the second half's last frees retire the first half */
+    sem_wait(&handed);
+    free_range(0, BLOCKS / 2);
+    before = returned();
+    usleep(300 * 1000);
+    free_range(BLOCKS / 2, BLOCKS);
+    size_t by_frees = returned() - before;
+    CMT_CHECK(by_frees >= want / 2 - want / 10, "decay from frees gave back %zu KiB of the sleeper's first %zu KiB",
+              by_frees >> 10, bytes >> 11);
+    sem_post(&wake);
+
+    sem_wait(&done);
+    pthread_join(t, NULL);
+    printf("edge_idle_owner: the sleeper's %zu KiB, freed by another thread: %zu KiB back by cm_trim, "
+           "%zu KiB by decay, %zu KiB (of the first half) by decay run from frees\n", bytes >> 10, by_trim >> 10,
+           by_decay >> 10, by_frees >> 10);
+    return 0;
+}
