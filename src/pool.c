@@ -28,6 +28,12 @@ static _Atomic uint32_t decay_cursor;                   /* where the next decay 
 
 static size_t span_size(const cm_desc_t *d) { return (size_t)1 << d->span_shift; }
 
+/* Anchor a, of a superblock of class cls: parked, and every block came back
+ * by remote frees (a parked superblock has all its blocks carved). */
+static bool parked_all_back(cm_anchor_t a, unsigned cls) {
+    return cm_anchor_state(a) == CM_OWNED_FULL && cm_anchor_count(a) == cm_class_info[cls].max_count;
+}
+
 /* Blocks carved so far. A superblock no heap owns keeps the count its last
  * owner left (the rest of its span was never touched, and stays so), so
  * "every block free" is count == carved. Unowned, it is read after an
@@ -314,9 +320,8 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_acquire), new;
     bool kept = false;
     uint32_t max = 0;
-    unsigned state;
     for (;;) {
-        state = cm_anchor_state(old);
+        unsigned state = cm_anchor_state(old);
         uint32_t count = cm_anchor_count(old) + n;
         max = carved_of(d);
         bool owned = state == CM_OWNED || state == CM_OWNED_FULL;
@@ -327,9 +332,9 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
         if (n && tail) cm_block_set_next(tail, cm_anchor_count(old) ? cm_desc_block(d, cm_anchor_avail(old)) : NULL);
         uint32_t avail = n ? head_idx : cm_anchor_avail(old);
         if (owned && !release) {
-            if (state == CM_OWNED_FULL && count == max) /* before the CAS: the decay pass reads it after */
-                atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
             new = cm_anchor_next(old, state, avail, count);
+            if (parked_all_back(new, cls)) /* before the CAS: the decay pass reads it after */
+                atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
         } else if (count == max) {
             if (!kept && (kept = keep_empty(span_size(d))))
                 atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
@@ -355,7 +360,6 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
         }
     }
     if (kept) atomic_fetch_add_explicit(&kept_in_class[space][cls], 1, memory_order_relaxed);
-    if (state == CM_OWNED_FULL && cm_anchor_count(new) == max) atomic_fetch_add_explicit(&parked_freed, 1, memory_order_relaxed);
     *now = new;
     return old;
 }
@@ -389,7 +393,10 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         /* every block back: if its heap never comes for it (a thread that
          * sleeps), a decay pass run from here later retires it; the pass
          * also runs from refills, which a thread that only frees never does */
-        if (cm_anchor_count(new) == cm_class_info[cm_desc_class(d)].max_count) cm_pool_decay();
+        if (parked_all_back(new, cm_desc_class(d))) {
+            atomic_fetch_add_explicit(&parked_freed, 1, memory_order_relaxed);
+            cm_pool_decay();
+        }
     } else if (cm_anchor_state(new) == CM_RETIRING) {
         retire(d, was == CM_PARTIAL);
     } else if (was == CM_FULL) {
@@ -464,8 +471,7 @@ bool cm_pool_unpark(cm_desc_t *d) {
                                                        cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
-            if (cm_anchor_count(a) == cm_class_info[cm_desc_class(d)].max_count)
-                atomic_fetch_sub_explicit(&parked_freed, 1, memory_order_relaxed);
+            if (parked_all_back(a, cm_desc_class(d))) atomic_fetch_sub_explicit(&parked_freed, 1, memory_order_relaxed);
             return true;
         case CM_RETIRING:
         case CM_EMPTY:
@@ -493,8 +499,7 @@ static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     if (cls == 0 || cls > CM_NUM_CLASSES) return false;
     bool kept = cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == carved_of(d);
-    bool parked = cm_anchor_state(a) == CM_OWNED_FULL && cm_anchor_count(a) == cm_class_info[cls].max_count;
-    if (!(kept || parked) ||
+    if (!(kept || parked_all_back(a, cls)) ||
         (min_age_ns && now - atomic_load_explicit(&d->idle_since, memory_order_relaxed) < min_age_ns))
         return false;
     CM_TEST_POINT("trim: anchor read");
