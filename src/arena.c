@@ -1,8 +1,20 @@
 /* arena.c: the address space behind superblocks. Spans (64 KiB .. 1 MiB,
- * aligned to their size) are claimed from 4 MiB chunks mapped from the OS
- * and released back when their superblock retires, for any span size to
- * reuse; a chunk whose every unit is free is unmapped, beyond a few kept to
- * spare the system calls (and all of them by malloc_trim).
+ * aligned to their size) are claimed from 4 MiB chunks and released back
+ * when their superblock retires, for any span size to reuse. Chunks are cut
+ * from reservations of 32 MiB mapped at once; a chunk whose every unit is
+ * free keeps its address space (its pages were returned as its spans were)
+ * until malloc_trim, or a mapping that fails for want of address space,
+ * unmaps it.
+ *
+ * Why reservations, and why free chunks stay: each mmap or munmap of
+ * anonymous memory beside the mappings other threads are faulting pages
+ * into merges with or splits their mapping, and the kernel then waits for
+ * those faults to finish. A thread that sleeps on that wait is woken by the
+ * faulting one and often moved onto its CPU: measured in rptest with two
+ * threads, the two then shared one core for 5-20 ms, and the blocks they
+ * send each other piled up (peak RSS 20-39 MiB instead of 10). Growing in
+ * 32 MiB steps and never unmapping on the free path leaves one such call
+ * per 32 MiB of growth.
  *
  * Each chunk has one 64-bit word, bit u set when its 64 KiB unit u is free,
  * in the region record of its address (pagemap.c): claiming a span is one
@@ -18,13 +30,15 @@
 
 #define UNITS_PER_CHUNK (CM_CHUNK_SIZE >> CM_UNIT_SHIFT)
 #define ALL_FREE (~(uint64_t)0)
-#define KEEP_FREE_CHUNKS 4 /* fully free chunks kept mapped (address space only: their pages are returned) */
+#define RESERVATION_CHUNKS 8 /* chunks mapped by one system call: 32 MiB */
 
 _Static_assert(UNITS_PER_CHUNK == 64, "a chunk's units are the 64 bits of one word");
+_Static_assert(RESERVATION_CHUNKS < CM_CHUNK_SIZE, "the count fits below a chunk's address");
 
-/* Chunks whose every unit is free and that are still mapped. relaxed: a
- * budget that steers keep-or-unmap; it publishes no memory. */
-static _Atomic int64_t free_chunks;
+/* The next unused chunk of the current reservation, plus (in the low bits,
+ * free as chunks are 4 MiB aligned) how many chunks of it remain; 0 left
+ * means "map a new reservation". */
+static _Atomic uintptr_t reservation_cursor;
 
 static size_t chunk_index(uintptr_t a) { return (a >> CM_CHUNK_SHIFT) & (CM_REGION_CHUNKS - 1); }
 
@@ -63,7 +77,6 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
         unsigned at = (unsigned)__builtin_ctzll(runs);
         if (atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~run_mask(n, at),
                                                   memory_order_acquire, memory_order_acquire)) {
-            if (w == ALL_FREE) atomic_fetch_sub_explicit(&free_chunks, 1, memory_order_relaxed);
             cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
             return region_base + (c << CM_CHUNK_SHIFT) + ((uintptr_t)at << CM_UNIT_SHIFT);
         }
@@ -92,19 +105,65 @@ static char *claim_listed(unsigned n) {
     return NULL;
 }
 
-/* Map a new chunk, claim its first n units and list the rest. Its word is 0
+/* One chunk from the current reservation, or NULL when it is used up.
+ * acquire: pairs with the installer's release, after which the
+ * reservation's mapping exists (the cursor publishes nothing else). A stale
+ * cursor value that comes round again names the next unused chunk of
+ * whatever reservation is current then, so a CAS that succeeds on it is
+ * right. */
+static char *take_reserved(void) {
+    uintptr_t cur = atomic_load_explicit(&reservation_cursor, memory_order_acquire);
+    for (uintptr_t left; (left = cur & (CM_CHUNK_SIZE - 1)) != 0;) {
+        uintptr_t chunk = cur - left;
+        if (atomic_compare_exchange_weak_explicit(&reservation_cursor, &cur, (chunk + CM_CHUNK_SIZE) | (left - 1),
+                                                  memory_order_acquire, memory_order_acquire))
+            return (char *)chunk;
+    }
+    return NULL;
+}
+
+/* Map a reservation, keep its first chunk and publish the rest. If another
+ * thread published one meanwhile, ours goes back and theirs serves us. */
+static char *reserve_chunks(void) {
+    size_t size = RESERVATION_CHUNKS * CM_CHUNK_SIZE;
+    char *r = cm_os_reserve_aligned(size, CM_CHUNK_SIZE);
+    if (!r) return NULL;
+    uintptr_t used_up = atomic_load_explicit(&reservation_cursor, memory_order_relaxed);
+    while (!(used_up & (CM_CHUNK_SIZE - 1))) {
+        /* release: a taker that reads the cursor finds the mapping made */
+        if (atomic_compare_exchange_weak_explicit(&reservation_cursor, &used_up,
+                                                  ((uintptr_t)r + CM_CHUNK_SIZE) | (RESERVATION_CHUNKS - 1),
+                                                  memory_order_release, memory_order_relaxed))
+            return r;
+    }
+    cm_os_unreserve(r, size);
+    return take_reserved();
+}
+
+/* A chunk of address space not in use: from the current reservation, a new
+ * one, or (address space short) a mapping of its own; failing all three,
+ * after unmapping the chunks nobody uses. */
+static char *map_chunk(void) {
+    for (;;) {
+        char *chunk = take_reserved();
+        if (!chunk) chunk = reserve_chunks();
+        if (!chunk) chunk = cm_os_reserve_aligned(CM_CHUNK_SIZE, CM_CHUNK_SIZE);
+        if (chunk || !cm_arena_trim()) return chunk;
+    }
+}
+
+/* Claim the first n units of a new chunk and list the rest. Its word is 0
  * until now (never ours, or unmapped by us after we zeroed it). */
 static char *claim_new_chunk(unsigned n) {
-    char *chunk = cm_os_map_aligned(CM_CHUNK_SIZE, CM_CHUNK_SIZE);
+    char *chunk = map_chunk();
     if (!chunk) return NULL;
     if (!cm_pagemap_set((uintptr_t)chunk, CM_CHUNK_SIZE, 0)) { /* creates its region */
-        cm_os_unmap(chunk, CM_CHUNK_SIZE);
+        cm_os_unreserve(chunk, CM_CHUNK_SIZE);
         return NULL;
     }
-    /* committed counts claimed spans only: the rest is untouched address space */
-    cm_uncount(&cm_counters.committed, CM_CHUNK_SIZE - ((size_t)n << CM_UNIT_SHIFT));
     cm_region_t *r = cm_pagemap_region((uintptr_t)chunk);
     size_t c = chunk_index((uintptr_t)chunk);
+    cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
     if (n < UNITS_PER_CHUNK) {
         /* release: a claimer that reads the bits sees the chunk's page-map entries set */
         atomic_store_explicit(&r->chunk_free[c], ~run_mask(n, 0), memory_order_release);
@@ -129,7 +188,6 @@ static bool unmap_if_free(cm_region_t *r, size_t c, uintptr_t chunk) {
     if (!atomic_compare_exchange_strong_explicit(&r->chunk_free[c], &all, 0, memory_order_acquire,
                                                  memory_order_relaxed))
         return false;
-    atomic_fetch_sub_explicit(&free_chunks, 1, memory_order_relaxed);
     cm_pagemap_set(chunk, CM_CHUNK_SIZE, 0);
     cm_count(&cm_counters.committed, CM_CHUNK_SIZE); /* cm_os_unmap uncounts what is already returned */
     cm_uncount(&cm_counters.returned, CM_CHUNK_SIZE);
@@ -149,11 +207,7 @@ void cm_arena_release(char *span, unsigned shift) {
     size_t c = chunk_index(a);
     /* release: the next claimer of these units sees them decommitted */
     uint64_t bits = run_mask(n, (unsigned)((a - chunk) >> CM_UNIT_SHIFT));
-    uint64_t now = atomic_fetch_or_explicit(&r->chunk_free[c], bits, memory_order_release) | bits;
-    if (now == ALL_FREE &&
-        atomic_fetch_add_explicit(&free_chunks, 1, memory_order_relaxed) >= KEEP_FREE_CHUNKS &&
-        unmap_if_free(r, c, chunk))
-        return;
+    atomic_fetch_or_explicit(&r->chunk_free[c], bits, memory_order_release);
     list_chunk(r, c);
 }
 

@@ -7,10 +7,11 @@
  *              four per doubling to 128 KiB); table generated at build time.
  *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
  *              one class.
- *  arena       where spans come from: 4 MiB chunks mapped from the OS, each a
- *              bitmap of 64 units of 64 KiB; a retired superblock's span goes
- *              back for any span size to reuse, and an all-free chunk is
- *              unmapped (beyond a few kept).
+ *  arena       where spans come from: 4 MiB chunks cut from 32 MiB
+ *              reservations mapped from the OS, each a bitmap of 64 units of
+ *              64 KiB; a retired superblock's span goes back for any span
+ *              size to reuse, and an all-free chunk keeps its address space
+ *              (not its pages) until a trim or a failed mapping unmaps it.
  *  descriptor  64 bytes of metadata for one superblock or one large block:
  *              its anchor word, its list link, its geometry. Descriptors live
  *              in one reserved region and are never unmapped, so a stale read

@@ -172,8 +172,9 @@ static cm_desc_t *map_new(size_t size, size_t align, unsigned space) {
     cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
     d->base = range_new(size, align, space);
-    if (!d->base) { /* give the cache back (to the OS, or to the cage) and try once more */
+    if (!d->base) { /* give the cache and the unused chunks back (to the OS, or to the cage) and try once more */
         purge_old(true);
+        cm_arena_trim();
         d->base = range_new(size, align, space);
     }
     if (!d->base) {

@@ -3,7 +3,10 @@
  * 520 MiB: 300 MiB of 64-byte blocks, all freed, malloc_trim(0); then
  * 300 MiB of 40 KiB blocks, all freed, malloc_trim(0); then 300 MiB of 1 MiB
  * blocks. glibc does all three; an allocator that keeps the spans of one
- * size for that size alone runs out in the second or third round. Blocks
+ * size for that size alone runs out in the second or third round. Last,
+ * 300 MiB of 64-byte blocks freed without a trim, then one 300 MiB block:
+ * the address space the freed chunks keep must be given back when the
+ * mapping fails, not only by malloc_trim. Blocks
  * are chained through their first word (no side array to budget for) and
  * every one is pattern-checked before it is freed. */
 #include "core_util.h"
@@ -31,8 +34,9 @@ static size_t vm_size(void)
     return pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* Allocate `total` bytes in blocks of `size`, then verify and free them all. */
-static void round_of(size_t size, size_t total)
+/* Allocate `total` bytes in blocks of `size`, then verify and free them
+ * all, and malloc_trim(0) if `trim`. */
+static void round_of(size_t size, size_t total, int trim)
 {
     struct node *last = NULL;
     size_t n = total / size;
@@ -50,8 +54,8 @@ static void round_of(size_t size, size_t total)
         do_free(last);
         last = prev;
     }
-    malloc_trim(0);
-    printf("  %zu MiB of %zu-byte blocks: ok\n", total / MiB, size);
+    if (trim) malloc_trim(0);
+    printf("  %zu MiB of %zu-byte blocks%s: ok\n", total / MiB, size, trim ? "" : ", no trim");
     fflush(stdout);
 }
 
@@ -64,9 +68,11 @@ int main(void)
         struct rlimit lim;
         lim.rlim_cur = lim.rlim_max = vm_size() + 520 * MiB;
         CMT_CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
-        round_of(64, 300 * MiB);
-        round_of(40 << 10, 300 * MiB);
-        round_of(1 << 20, 300 * MiB);
+        round_of(64, 300 * MiB, 1);
+        round_of(40 << 10, 300 * MiB, 1);
+        round_of(1 << 20, 300 * MiB, 1);
+        round_of(64, 300 * MiB, 0);
+        round_of(300 * MiB, 300 * MiB, 1);
         _exit(0);
     }
     int status;
