@@ -189,9 +189,7 @@ static bool unmap_if_free(cm_region_t *r, size_t c, uintptr_t chunk) {
                                                  memory_order_relaxed))
         return false;
     cm_pagemap_set(chunk, CM_CHUNK_SIZE, 0);
-    cm_count(&cm_counters.committed, CM_CHUNK_SIZE); /* cm_os_unmap uncounts what is already returned */
-    cm_uncount(&cm_counters.returned, CM_CHUNK_SIZE);
-    cm_os_unmap((void *)chunk, CM_CHUNK_SIZE);
+    cm_os_unreserve((void *)chunk, CM_CHUNK_SIZE);
     return true;
 }
 
