@@ -131,7 +131,9 @@ bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target) {
 
 typedef int (*vdso_clock_fn)(clockid_t, struct timespec *);
 static _Atomic(vdso_clock_fn) vdso_clock; /* NULL: use the system call */
-static unsigned char at_random[16];       /* the kernel's 16 random bytes for this process */
+/* The kernel's 16 random bytes for this process. Racing initialisers each
+ * store the same words: relaxed atomics make that well defined. */
+static _Atomic uint64_t at_random[2];
 static _Atomic uintptr_t main_phdr;       /* AT_PHDR: an address inside the main program */
 
 static void raw_clock(clockid_t clock, struct timespec *ts) {
@@ -182,7 +184,11 @@ void cm_os_init(void) {
     long got = raw_syscall6(SYS_read, fd, (long)aux, sizeof aux, 0, 0, 0);
     raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
     for (long i = 0; !raw_failed(got) && i < got / (long)sizeof aux[0] && aux[i].a_type != AT_NULL; i++) {
-        if (aux[i].a_type == AT_RANDOM) memcpy(at_random, (const void *)aux[i].a_un.a_val, sizeof at_random);
+        if (aux[i].a_type == AT_RANDOM) {
+            uint64_t bytes[2];
+            memcpy(bytes, (const void *)aux[i].a_un.a_val, sizeof bytes);
+            for (int w = 0; w < 2; w++) atomic_store_explicit(&at_random[w], bytes[w], memory_order_relaxed);
+        }
         if (aux[i].a_type == AT_PHDR) atomic_store_explicit(&main_phdr, aux[i].a_un.a_val, memory_order_relaxed);
         if (aux[i].a_type == AT_SYSINFO_EHDR)
             atomic_store_explicit(&vdso_clock, vdso_lookup(aux[i].a_un.a_val), memory_order_relaxed);
@@ -199,9 +205,8 @@ bool cm_os_random(void *buf, size_t n) {
     if ((size_t)r == n) return true;
     struct timespec ts;
     raw_clock(CLOCK_MONOTONIC, &ts);
-    uint64_t seed[2];
-    memcpy(seed, at_random, sizeof seed);
-    uint64_t x = seed[0] ^ (seed[1] * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+    uint64_t x = atomic_load_explicit(&at_random[0], memory_order_relaxed) ^
+                 (atomic_load_explicit(&at_random[1], memory_order_relaxed) * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
                  ((uint64_t)raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0) << 40) ^ (uintptr_t)buf;
     unsigned char *out = buf;
     for (size_t i = 0; i < n; i++) {
