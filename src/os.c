@@ -18,7 +18,7 @@
 
 #include "internal.h"
 
-static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+static long raw_syscall6_asm(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
     long ret;
     register long r10 __asm__("r10") = a4;
     register long r8 __asm__("r8") = a5;
@@ -29,6 +29,34 @@ static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, lo
                      : "rcx", "r11", "memory");
     return ret;
 }
+
+#if defined(__SANITIZE_THREAD__)
+#define CM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CM_TSAN 1
+#endif
+#endif
+
+#ifdef CM_TSAN
+/* ThreadSanitizer intercepts libc's mmap and munmap, not these calls, so it
+ * does not see the order the kernel gives address space that one thread
+ * unmaps and another maps again: it reports the first owner's last access
+ * and the next owner's first as a race. In its builds every unmapping call
+ * releases, and every mapping call acquires, one sync object. */
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char kernel_order;
+
+static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+    if (n == SYS_munmap || n == SYS_mremap) __tsan_release(&kernel_order);
+    long ret = raw_syscall6_asm(n, a1, a2, a3, a4, a5, a6);
+    if (n == SYS_mmap || n == SYS_mremap) __tsan_acquire(&kernel_order);
+    return ret;
+}
+#else
+#define raw_syscall6 raw_syscall6_asm
+#endif
 
 static bool raw_failed(long ret) { return (unsigned long)ret > -4096UL; }
 
