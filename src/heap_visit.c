@@ -157,8 +157,8 @@ int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
     batches_t bt = {0};
     collect_batches(h, &bt);
     cm_heap_gather(h);
-    /* parked superblocks, which the decay pass may retire once every block
-     * is back, join avail, where none can be retired under the visit */
+    /* parked superblocks, which the free that brings their last block back
+     * hands to the pool, join avail, where none can leave under the visit */
     cm_heap_unpark_all(h);
     int rc = visit_all(h, &bt, fn, arg);
     if (bt.map_bytes) cm_os_unmap(bt.list, bt.map_bytes);

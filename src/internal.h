@@ -60,10 +60,12 @@
  *  OWNED     a heap owns it; the anchor list holds remote frees (count).
  *  OWNED_FULL  OWNED, and parked by its heap as exhausted; remote frees
  *            keep it so (the first tells the heap, through its mailbox)
- *            until the heap takes it back (OWNED). If every block comes
- *            back and the heap stays away (a thread that sleeps), the decay
- *            pass retires it: its heap drops the descriptor when it next
- *            looks.
+ *            until the heap takes it back (OWNED). The remote free that
+ *            brings its last block back, the heap still away, moves its
+ *            span to the pool under a new descriptor (kept committed as a
+ *            fully free superblock, or retired past that budget); the old
+ *            descriptor, retired, waits on the heap's parked list for the
+ *            heap to drop it.
  *  FULL      owned by no heap, no free block on its list (all in use); on
  *            no list.
  *  PARTIAL   count > 0 free blocks on its list; on its class's partial stack

@@ -21,7 +21,6 @@ static cm_desc_stack_t partial[CM_SPACES][CM_NUM_CLASSES + 1][PARTIAL_SHARDS];
 /* All relaxed: budgets, counts and timestamps that only steer policy (keep
  * or retire, scan or not, where to look); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
-static _Atomic uint32_t parked_freed;                   /* parked superblocks whose every block came back */
 static _Atomic int32_t kept_in_class[CM_SPACES][CM_NUM_CLASSES + 1]; /* of which per class: where take-over looks */
 static _Atomic uint64_t last_decay_ns;                  /* when cm_pool_decay last scanned */
 static _Atomic uint32_t decay_cursor;                   /* where the next decay pass starts */
@@ -80,14 +79,27 @@ static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space) {
 
 /* ------------------------------------------------------------ retiring */
 
+/* d, RETIRING, names no span any more (the page map no longer leads to it).
+ * If it still sits on a list (its partial stack, or its heap's parked
+ * list), it stays there as EMPTY and the thread that takes it off releases
+ * it (drop_retired); if that thread did so meanwhile and left it DETACHED,
+ * or it was on no list, it is released here. */
+static void let_go(cm_desc_t *d, bool listed) {
+    cm_anchor_t expect = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    /* release: our reads of d happen before the popper that finds EMPTY
+     * (an acquire load) releases d for another owner to rewrite. */
+    if (listed && cm_anchor_state(expect) == CM_RETIRING &&
+        atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_next(expect, CM_EMPTY, 0, 0),
+                                                memory_order_release, memory_order_relaxed))
+        return;
+    /* on no list, or DETACHED: nobody else references d any more */
+    cm_desc_release(d);
+}
+
 /* The caller moved d's anchor to RETIRING, so it alone owns the superblock's
  * memory: every block is free and no CAS can take them (only PARTIAL
  * superblocks give out blocks, only their owner takes OWNED ones). Return
- * the memory and the span, then the descriptor: if it still sits on a list
- * (its partial stack, or its heap's parked list), it stays there as EMPTY
- * and the thread that takes it off releases it (drop_retired); if that
- * thread did so meanwhile and left it DETACHED, or it was on no list, we
- * release it. */
+ * the memory and the span, then let the descriptor go. */
 static void retire(cm_desc_t *d, bool listed) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     /* stale frees into the span now take the slow path and are caught there */
@@ -96,15 +108,7 @@ static void retire(cm_desc_t *d, bool listed) {
     cm_arena_release(d->base, d->span_shift);
     cm_uncount(&cm_counters.superblocks_live, 1);
     atomic_fetch_sub_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
-    cm_anchor_t expect = atomic_load_explicit(&d->anchor, memory_order_relaxed);
-    /* release: our reads of d above happen before the popper that finds
-     * EMPTY (an acquire load) releases d for another owner to rewrite. */
-    if (listed && cm_anchor_state(expect) == CM_RETIRING &&
-        atomic_compare_exchange_strong_explicit(&d->anchor, &expect, cm_anchor_next(expect, CM_EMPTY, 0, 0),
-                                                memory_order_release, memory_order_relaxed))
-        return;
-    /* on no list, or DETACHED: nobody else references d any more */
-    cm_desc_release(d);
+    let_go(d, listed);
 }
 
 /* Reserve room for one more fully free superblock kept committed; false when
@@ -123,6 +127,50 @@ static bool keep_empty(size_t bytes) {
 static void unkeep(cm_desc_t *d, unsigned cls) {
     atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
     atomic_fetch_sub_explicit(&kept_in_class[cm_space_of(d->base)][cls], 1, memory_order_relaxed);
+}
+
+/* Parked d's every block came back by remote frees, the last of them ours
+ * (its anchor is now a): its heap is away. Its span goes to the pool as it
+ * is, committed and kept like any fully free superblock, under a new
+ * descriptor (the old one sits on the heap's parked list, whose links only
+ * the heap may touch: it stays there, retired, for the heap to drop). Left
+ * parked until its heap's next refill, such spans idled while other heaps
+ * made new superblocks: 4 producers and 4 consumers (xmalloc-test -w 4)
+ * reached 1.5-2x the program's live data. Past the budget for kept
+ * superblocks, it is retired. The CAS fails if the heap took d back first. */
+static void rehome_parked(cm_desc_t *d, cm_anchor_t a) {
+    unsigned cls = cm_desc_class(d);
+    size_t bytes = span_size(d);
+    bool kept = keep_empty(bytes);
+    cm_desc_t *home = kept ? cm_desc_alloc() : NULL;
+    CM_TEST_POINT("rehome: before the CAS");
+    /* acquire: every remote free into d happens before its blocks are
+     * handed on or its pages returned */
+    if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_next(a, CM_RETIRING, 0, 0),
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        if (home) cm_desc_release(home);
+        if (kept) atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
+        return;
+    }
+    if (!home) {
+        if (kept) atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
+        retire(d, true);
+        return;
+    }
+    home->base = d->base;
+    home->span_shift = d->span_shift;
+    atomic_store_explicit(&home->size_class, (uint8_t)cls, memory_order_relaxed);
+    atomic_store_explicit(&home->carved, cm_class_info[cls].max_count, memory_order_relaxed);
+    atomic_store_explicit(&home->idle_since, cm_os_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&home->anchor,
+                          cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL,
+                                         cm_anchor_avail(a), cm_anchor_count(a)),
+                          memory_order_relaxed);
+    cm_pagemap_set((uintptr_t)home->base, bytes, cm_entry_make(cm_desc_ref(home), cls));
+    let_go(d, true);
+    atomic_fetch_add_explicit(&kept_in_class[cm_space_of(home->base)][cls], 1, memory_order_relaxed);
+    /* its release publishes home's fields (relaxed above) to the popper */
+    cm_desc_stack_push(stack_for(home, cm_my_ref()), home);
 }
 
 /* ------------------------------------------------------------ taking from the pool */
@@ -308,8 +356,8 @@ static void *chain_tail(void *head, uint32_t n) {
  * list (tail NULL: the chain ends in NULL, and is walked for its tail only
  * if the list has blocks to link it to). From OWNED the owner releases d
  * (`release`); a remote free leaves an owned d owned, and a parked one
- * parked (the decay pass retires it if every block came back and its owner
- * stays away); from FULL/PARTIAL, blocks come back to a superblock no heap
+ * parked (if every block came back, the caller hands it to the pool:
+ * rehome_parked); from FULL/PARTIAL, blocks come back to a superblock no heap
  * owns. A superblock no heap owns whose every block is free is kept
  * committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
@@ -333,7 +381,7 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
         uint32_t avail = n ? head_idx : cm_anchor_avail(old);
         if (owned && !release) {
             new = cm_anchor_next(old, state, avail, count);
-            if (parked_all_back(new, cls)) /* before the CAS: the decay pass reads it after */
+            if (parked_all_back(new, cls)) /* before the CAS: retire_if_kept reads it after */
                 atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
         } else if (count == max) {
             if (!kept && (kept = keep_empty(span_size(d))))
@@ -390,11 +438,10 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
          * it next collects */
         if (cm_anchor_count(old) == 0)
             cm_heap_notify(atomic_load_explicit(&d->heap, memory_order_relaxed), cm_desc_ref(d));
-        /* every block back: if its heap never comes for it (a thread that
-         * sleeps), a decay pass run from here later retires it; the pass
-         * also runs from refills, which a thread that only frees never does */
+        /* every block back: to the pool, for any heap; the decay pass also
+         * runs from refills, which a thread that only frees never does */
         if (parked_all_back(new, cm_desc_class(d))) {
-            atomic_fetch_add_explicit(&parked_freed, 1, memory_order_relaxed);
+            rehome_parked(d, new);
             cm_pool_decay();
         }
     } else if (cm_anchor_state(new) == CM_RETIRING) {
@@ -471,7 +518,6 @@ bool cm_pool_unpark(cm_desc_t *d) {
                                                        cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
                                                        memory_order_acquire, memory_order_acquire))
                 continue;
-            if (parked_all_back(a, cm_desc_class(d))) atomic_fetch_sub_explicit(&parked_freed, 1, memory_order_relaxed);
             return true;
         case CM_RETIRING:
         case CM_EMPTY:
@@ -486,7 +532,8 @@ bool cm_pool_unpark(cm_desc_t *d) {
 /* ------------------------------------------------------------ trim, lookup */
 
 /* Retire the fully free superblock d, kept in the pool or parked by a heap
- * that has not come back for it, if it still is one and has idled
+ * that has not come back for it (whose last remote free has not yet
+ * handed it to the pool), if it still is one and has idled
  * min_age_ns. Reading any descriptor is safe (type-stable). The decision
  * rests on the anchor and the class read after it; the CAS succeeds only if
  * the anchor did not change at all since (its version, internal.h), so the
@@ -507,7 +554,6 @@ static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
                                                  memory_order_acquire, memory_order_relaxed))
         return false;
     if (kept) unkeep(d, cls);
-    else atomic_fetch_sub_explicit(&parked_freed, 1, memory_order_relaxed);
     retire(d, true); /* on its partial stack, or its heap's parked list */
     return true;
 }
@@ -527,9 +573,7 @@ bool cm_pool_trim(void) {
  * descriptors per pass, round robin, so no malloc does unbounded work. */
 void cm_pool_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
-    if (now - last < cm_options.decay_ns / 4 ||
-        (atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 &&
-         atomic_load_explicit(&parked_freed, memory_order_relaxed) == 0) ||
+    if (now - last < cm_options.decay_ns / 4 || atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
         !atomic_compare_exchange_strong_explicit(&last_decay_ns, &last, now, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;

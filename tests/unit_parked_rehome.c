@@ -1,0 +1,177 @@
+/* unit_parked_rehome: the remote free that brings a parked superblock's last
+ * block back hands its span to the pool, where another thread's heap reuses
+ * it; but never once the owner took the superblock back, and never one that
+ * trim retired meanwhile.
+ *
+ * Deterministic, in three rounds. Each time the owner fills superblock S
+ * (8 blocks of 8192 B) and parks it, and the main thread frees all 8.
+ *  1. The free's hand-over pauses before its CAS, and the owner, woken in
+ *     the pause, drains its mailbox: S is taken back. The hand-over must
+ *     leave S alone: the owner gets all 8 blocks of S again, data intact.
+ *  2. The hand-over pauses, and trim runs in the pause: it retires S, and
+ *     the hand-over must leave S retired (its pages gone; nothing in the pool).
+ *  3. No pause: S's span is in the pool under a new descriptor, every block
+ *     free, and the main thread's next 8 blocks of 8192 B are exactly S's;
+ *     the owner, coming back, drops the old descriptor and allocates on. */
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "internal.h"
+#include "unit_check.h"
+
+#define SIZE 8192
+#define PER_SB 8
+
+enum { ROUND_TAKE_BACK = 1, ROUND_TRIM, ROUND_REUSE };
+
+static cm_desc_t *victim;
+static char *span;
+static void *blocks[PER_SB];
+static sem_t filled, go_on, take_back, taken_back;
+static int round_no, paused;
+
+static int holds(const char *p, size_t n, unsigned char v) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] != v) return 0;
+    return 1;
+}
+
+/* Runs at every test point; acts once per round, at the hand-over's pause. */
+static void interleave(const char *point) {
+    if (strcmp(point, "rehome: before the CAS") != 0 || paused) return;
+    paused = 1;
+    if (round_no == ROUND_TAKE_BACK) {
+        sem_post(&take_back);
+        sem_wait(&taken_back);
+    } else if (round_no == ROUND_TRIM) {
+        CHECK(cm_pool_trim(), "trim found nothing to return");
+        CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_EMPTY, "trim did not retire S");
+    }
+}
+
+/* The owner fills S and parks it (the next block starts a new superblock). */
+static void *fill_and_park(void) {
+    for (int i = 0; i < PER_SB; i++) {
+        blocks[i] = cm_malloc(SIZE);
+        CHECK(blocks[i], "allocation");
+        memset(blocks[i], 0x11 * round_no, SIZE);
+    }
+    victim = cm_pool_desc_of(blocks[0]);
+    span = victim->base;
+    CHECK(cm_class_info[cm_desc_class(victim)].max_count == PER_SB, "8 blocks of 8192 B per superblock");
+    for (int i = 0; i < PER_SB; i++) CHECK(cm_pool_desc_of(blocks[i]) == victim, "S's blocks share a superblock");
+    void *next = cm_malloc(SIZE);
+    CHECK(next && cm_anchor_state(atomic_load(&victim->anchor)) == CM_OWNED_FULL, "S parked");
+    return next;
+}
+
+/* The owner's blocks of SIZE until S's come back: how many were S's. */
+static int allocate_and_count_s(void **more, int n) {
+    int from_s = 0;
+    for (int i = 0; i < n; i++) {
+        more[i] = cm_malloc(SIZE);
+        CHECK(more[i], "allocation");
+        memset(more[i], 0x5a, SIZE);
+        from_s += (char *)more[i] >= span && (char *)more[i] < span + PER_SB * SIZE;
+    }
+    for (int i = 0; i < n; i++) CHECK(holds(more[i], SIZE, 0x5a), "a live block lost its data");
+    return from_s;
+}
+
+static void *owner(void *arg) {
+    (void)arg;
+    void *more[2 * PER_SB];
+
+    round_no = ROUND_TAKE_BACK;
+    void *next = fill_and_park();
+    sem_post(&filled);
+    sem_wait(&take_back);
+    cm_heap_drain_mailbox(cm_my_heap());
+    CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_OWNED, "S taken back");
+    sem_post(&taken_back);
+    sem_wait(&go_on);
+    CHECK(allocate_and_count_s(more, 2 * PER_SB - 1) == PER_SB, "S did not give its 8 blocks to its owner again");
+    for (int i = 0; i < 2 * PER_SB - 1; i++) cm_free(more[i]);
+    cm_free(next);
+    cm_heap_collect(cm_heap_get_default(), 1); /* nothing of round 1 stays in the owner's heap */
+
+    round_no = ROUND_TRIM;
+    next = fill_and_park();
+    sem_post(&filled);
+    sem_wait(&go_on);
+    cm_heap_drain_mailbox(cm_my_heap()); /* drops the retired descriptor */
+    CHECK(allocate_and_count_s(more, PER_SB) <= PER_SB, "allocation after the retire");
+    for (int i = 0; i < PER_SB; i++) cm_free(more[i]);
+    cm_free(next);
+    cm_heap_collect(cm_heap_get_default(), 1);
+
+    round_no = ROUND_REUSE;
+    next = fill_and_park();
+    sem_post(&filled);
+    sem_wait(&go_on);
+    cm_heap_drain_mailbox(cm_my_heap());
+    CHECK(allocate_and_count_s(more, PER_SB) == 0, "the owner took S back after the main thread reused it");
+    for (int i = 0; i < PER_SB; i++) cm_free(more[i]);
+    cm_free(next);
+    return NULL;
+}
+
+static void free_s_blocks(void) {
+    for (int i = 0; i < PER_SB; i++) {
+        CHECK(holds(blocks[i], SIZE, (unsigned char)(0x11 * round_no)), "S's block %d lost its data", i);
+        cm_free(blocks[i]);
+    }
+    cm_remote_flush(); /* this thread's batched remote frees go to S: the last one hands S over */
+}
+
+int main(void) {
+    cm_free(cm_malloc(1)); /* initialise */
+    sem_init(&filled, 0, 0);
+    sem_init(&go_on, 0, 0);
+    sem_init(&take_back, 0, 0);
+    sem_init(&taken_back, 0, 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner, NULL) == 0, "pthread_create");
+    cm_test_hook = interleave;
+
+    sem_wait(&filled);
+    paused = 0;
+    free_s_blocks();
+    CHECK(paused, "round 1: the hand-over's pause point was not reached");
+    CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_OWNED, "the hand-over changed S after its owner took it back");
+    CHECK(cm_pool_desc_of(span) == victim, "S's span changed hands under its owner");
+    sem_post(&go_on);
+
+    sem_wait(&filled);
+    paused = 0;
+    free_s_blocks();
+    CHECK(paused, "round 2: the hand-over's pause point was not reached");
+    CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_EMPTY, "the hand-over changed S after trim retired it");
+    CHECK(cm_pool_desc_of(span) == NULL, "a retired span still names a superblock");
+    sem_post(&go_on);
+
+    sem_wait(&filled);
+    cm_test_hook = NULL;
+    free_s_blocks();
+    cm_desc_t *home = cm_pool_desc_of(span);
+    CHECK(home && home != victim, "S's span was not handed to the pool under a new descriptor");
+    cm_anchor_t a = atomic_load(&home->anchor);
+    CHECK(cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == PER_SB, "S's span is not in the pool with 8 free blocks");
+    void *mine[PER_SB];
+    for (int i = 0; i < PER_SB; i++) {
+        mine[i] = cm_malloc(SIZE);
+        CHECK((char *)mine[i] >= span && (char *)mine[i] < span + PER_SB * SIZE,
+              "the main thread's block %d is not from S's span", i);
+        memset(mine[i], 0x77, SIZE);
+    }
+    sem_post(&go_on);
+    pthread_join(t, NULL);
+    for (int i = 0; i < PER_SB; i++) {
+        CHECK(holds(mine[i], SIZE, 0x77), "a block from S's span lost its data");
+        cm_free(mine[i]);
+    }
+    printf("parked rehome: S's span goes to the pool and another heap reuses it; never after its owner took S back or trim retired it\n");
+    return 0;
+}
