@@ -126,6 +126,14 @@ static void free_s_blocks(void) {
     cm_remote_flush(); /* this thread's batched remote frees go to S: the last one hands S over */
 }
 
+/* Once the owner parked S: free S's blocks, the hand-over pausing once. */
+static void free_paused(void) {
+    sem_wait(&filled);
+    paused = 0;
+    free_s_blocks();
+    CHECK(paused, "round %d: the hand-over's pause point was not reached", round_no);
+}
+
 int main(void) {
     cm_free(cm_malloc(1)); /* initialise */
     sem_init(&filled, 0, 0);
@@ -136,18 +144,12 @@ int main(void) {
     CHECK(pthread_create(&t, NULL, owner, NULL) == 0, "pthread_create");
     cm_test_hook = interleave;
 
-    sem_wait(&filled);
-    paused = 0;
-    free_s_blocks();
-    CHECK(paused, "round 1: the hand-over's pause point was not reached");
+    free_paused();
     CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_OWNED, "the hand-over changed S after its owner took it back");
     CHECK(cm_pool_desc_of(span) == victim, "S's span changed hands under its owner");
     sem_post(&go_on);
 
-    sem_wait(&filled);
-    paused = 0;
-    free_s_blocks();
-    CHECK(paused, "round 2: the hand-over's pause point was not reached");
+    free_paused();
     CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_EMPTY, "the hand-over changed S after trim retired it");
     CHECK(cm_pool_desc_of(span) == NULL, "a retired span still names a superblock");
     sem_post(&go_on);
