@@ -116,16 +116,18 @@ static void retire(cm_desc_t *d, bool listed) {
  * Kept superblocks go back to the OS once idle for CAGEMALLOC_DECAY_MS
  * (cm_pool_decay): a program whose heap empties and refills, round after
  * round, reuses them instead of faulting every page in again. */
+static void unkeep_bytes(size_t bytes) { atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed); }
+
 static bool keep_empty(size_t bytes) {
     size_t now = atomic_fetch_add_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
     if (now + bytes <= cm_options.empty_keep) return true;
-    atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
+    unkeep_bytes(bytes);
     return false;
 }
 
 /* A kept superblock of class cls stops being kept (taken, or retired). */
 static void unkeep(cm_desc_t *d, unsigned cls) {
-    atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+    unkeep_bytes(span_size(d));
     atomic_fetch_sub_explicit(&kept_in_class[cm_space_of(d->base)][cls], 1, memory_order_relaxed);
 }
 
@@ -141,19 +143,20 @@ static void unkeep(cm_desc_t *d, unsigned cls) {
 static void rehome_parked(cm_desc_t *d, cm_anchor_t a) {
     unsigned cls = cm_desc_class(d);
     size_t bytes = span_size(d);
-    bool kept = keep_empty(bytes);
-    cm_desc_t *home = kept ? cm_desc_alloc() : NULL;
+    cm_desc_t *home = NULL;
+    if (keep_empty(bytes) && !(home = cm_desc_alloc())) unkeep_bytes(bytes);
     CM_TEST_POINT("rehome: before the CAS");
     /* acquire: every remote free into d happens before its blocks are
      * handed on or its pages returned */
     if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_next(a, CM_RETIRING, 0, 0),
                                                  memory_order_acquire, memory_order_relaxed)) {
-        if (home) cm_desc_release(home);
-        if (kept) atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
+        if (home) {
+            cm_desc_release(home);
+            unkeep_bytes(bytes);
+        }
         return;
     }
     if (!home) {
-        if (kept) atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
         retire(d, true);
         return;
     }
@@ -161,7 +164,9 @@ static void rehome_parked(cm_desc_t *d, cm_anchor_t a) {
     home->span_shift = d->span_shift;
     atomic_store_explicit(&home->size_class, (uint8_t)cls, memory_order_relaxed);
     atomic_store_explicit(&home->carved, cm_class_info[cls].max_count, memory_order_relaxed);
-    atomic_store_explicit(&home->idle_since, cm_os_now_ns(), memory_order_relaxed);
+    /* free since the give-back that stamped d a moment ago */
+    atomic_store_explicit(&home->idle_since, atomic_load_explicit(&d->idle_since, memory_order_relaxed),
+                          memory_order_relaxed);
     atomic_store_explicit(&home->anchor,
                           cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL,
                                          cm_anchor_avail(a), cm_anchor_count(a)),
@@ -403,7 +408,7 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
                                                   memory_order_acquire))
             break;
         if (kept && cm_anchor_count(old) + n != carved_of(d)) {
-            atomic_fetch_sub_explicit(&empty_kept_bytes, span_size(d), memory_order_relaxed);
+            unkeep_bytes(span_size(d));
             kept = false;
         }
     }
