@@ -128,7 +128,8 @@ void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size) {
         errno = EINVAL;
         return NULL;
     }
-    if (align <= 16) return cm_heap_malloc_inline(h, size);
+    /* every block is 16-aligned but the 8-byte class's */
+    if (align <= 16) return cm_heap_malloc_inline(h, size < align ? align : size);
     if (cm_unlikely(size > CM_MAX_REQUEST || align > CM_MAX_REQUEST)) {
         errno = ENOMEM;
         return NULL;

@@ -10,17 +10,15 @@
 
 #include "api.h"
 
-#define MAX_BLOCKS 4096 /* per superblock (the anchor's 16-bit fields allow more; the table has at most this) */
-
 typedef struct free_map {
     const cm_desc_t *d;
     uint32_t block_size;
-    uint64_t bits[MAX_BLOCKS / 64];
+    uint64_t bits[CM_MAX_BLOCKS / 64];
 } free_map_t;
 
 static void mark_free(free_map_t *m, const void *b) {
     size_t i = (size_t)((const char *)b - m->d->base) / m->block_size;
-    if (i < MAX_BLOCKS) m->bits[i / 64] |= (uint64_t)1 << (i % 64);
+    if (i < CM_MAX_BLOCKS) m->bits[i / 64] |= (uint64_t)1 << (i % 64);
 }
 
 /* n blocks of a chain from head, linked as free lists are; its blocks stay

@@ -3,8 +3,10 @@
  * Glossary
  *  block       what malloc returns. Small blocks (<= 128 KiB) come from a size
  *              class; larger ones are "large blocks", each its own mapping.
- *  size class  one of CM_NUM_CLASSES block sizes (16 B steps to 128 B, then
- *              four per doubling to 128 KiB); table generated at build time.
+ *  size class  one of CM_NUM_CLASSES block sizes (8 B, 16 B steps to 128 B,
+ *              then four per doubling to 128 KiB); table generated at build
+ *              time. Blocks of the 8-byte class are 8-aligned, all others
+ *              16-aligned.
  *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
  *              one class.
  *  arena       where spans come from: 4 MiB chunks cut from 32 MiB
@@ -115,7 +117,7 @@
 #define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
 
 typedef struct cm_class_info {
-    uint32_t block_size;   /* bytes per block, a multiple of 16 */
+    uint32_t block_size;   /* bytes per block: 8, or a multiple of 16 */
     uint32_t max_count;    /* blocks per superblock; 0 in the entries of no class */
     uint8_t span_shift;    /* log2 of the superblock size */
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
@@ -137,7 +139,7 @@ typedef struct cm_block_check {
 
 _Static_assert(CM_CLASS_INFO_LEN == CM_CLASS_VALUES, "every page-map class value has an entry");
 
-CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_16[(size + 15) >> 4]; }
+CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_8[(size + 7) >> 3]; }
 
 /* The index of the block at offset off of a superblock of class cls if a
  * block starts there, else a value >= its max_count: one test checks both
@@ -169,8 +171,8 @@ enum { CM_FULL = 0, CM_PARTIAL = 1, CM_RETIRING = 2, CM_EMPTY = 3, CM_DETACHED =
 
 /* {state:3, avail:16, count:16, version:29} in one word, so a single CAS
  * moves a whole chain of blocks and changes the state together (thesis:
- * {2, 31, 31}; a superblock holds at most 4,096 blocks, so 16 bits each are
- * plenty). Every CAS writes cm_anchor_next(old, ...), which adds one to the
+ * {2, 31, 31}; a superblock holds at most CM_MAX_BLOCKS (8,192) blocks, so
+ * 16 bits each are plenty). Every CAS writes cm_anchor_next(old, ...), which adds one to the
  * version: an anchor read earlier compares equal only if no CAS at all
  * happened since, so a decision taken on other fields read after it (trim:
  * "count == the max_count of the class I read") cannot be validated by an
@@ -525,13 +527,13 @@ CM_HIDDEN uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align);
  * own address (glibc's PROTECT_PTR idea; glibc shifts the address right by
  * 12 to bring its random bits down, which a random secret makes unneeded).
  *
- * Every block lies below 2^47 on 16 bytes, so a valid word carries the
- * secret's top 17 bits and low 4 bits unchanged, and decodes to a pointer
- * with its top 17 and low 4 bits clear. Decoding checks both, so a corrupted
+ * Every block lies below 2^47 on 8 bytes, so a valid word carries the
+ * secret's top 17 bits and low 3 bits unchanged, and decodes to a pointer
+ * with its top 17 and low 3 bits clear. Decoding checks both, so a corrupted
  * link aborts instead of being followed: a pointer or 4-byte value written
  * over the word's upper half changes the top bits, and a write to its low
- * byte (a counter, a flag) moves the decoded pointer off 16 bytes (15 times
- * in 16); a write confined to bytes 1-5 is not caught here. (A second, keyed
+ * byte (a counter, a flag) moves the decoded pointer off 8 bytes (7 times
+ * in 8); a write confined to bytes 1-5 is not caught here. (A second, keyed
  * check word caught that too, but cost a store per free and half again the
  * instructions: BENCHMARKS.md.)
  * A decoded link is not checked to lie in the same superblock (a check per
@@ -555,7 +557,7 @@ typedef struct cm_free_block {
 #define cm_harden ((bool)CM_HARDENING)
 CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
-#define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 15) /* set in no decoded link */
+#define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 7) /* set in no decoded link */
 
 CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
     uintptr_t link = (uintptr_t)next;

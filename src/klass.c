@@ -437,7 +437,7 @@ void *cm_meta_alloc(size_t size) {
         void *p = meta_in_gap(size);
         if (p) return p;
     }
-    void *p = cm_malloc(size);
+    void *p = cm_malloc(size < 16 ? 16 : size); /* 16-aligned: not the 8-byte class */
     if (p) atomic_fetch_add_explicit(&meta_elsewhere, cm_usable_size(p), memory_order_relaxed);
     return p;
 }

@@ -230,6 +230,42 @@ static void test_posix_memalign(void)
     }
 }
 
+/* Requests of 1-8 bytes take the 8-byte class, whose blocks are 8-aligned
+ * (half of them off 16 bytes); asking for 16 must give 16 through every
+ * aligned allocator, heaps and the cage included. Many live blocks, so a
+ * result aligned by chance cannot pass for all. */
+static void test_small_alignment(void)
+{
+    enum { LIVE = 64, WAYS = 6 };
+    void *small[LIVE], *aligned[LIVE][WAYS];
+    cm_heap_t *heap = cm_heap_new();
+    CMT_CHECK(heap != NULL, "cm_heap_new failed");
+    for (size_t n = 0; n <= 8; n++) {
+        size_t off_16 = 0;
+        for (int i = 0; i < LIVE; i++) {
+            small[i] = malloc(n);
+            CMT_CHECK(small[i] && (uintptr_t)small[i] % 8 == 0, "malloc(%zu) = %p", n, small[i]);
+            off_16 += (uintptr_t)small[i] % 16 != 0;
+            CMT_CHECK(posix_memalign(&aligned[i][0], 16, n) == 0, "posix_memalign(16, %zu) failed", n);
+            aligned[i][1] = aligned_alloc(16, n);
+            aligned[i][2] = memalign(16, n);
+            aligned[i][3] = cm_aligned_alloc(16, n);
+            aligned[i][4] = cm_heap_aligned_alloc(heap, 16, n);
+            aligned[i][5] = cm_cage_aligned_alloc(16, n);
+            for (int w = 0; w < WAYS; w++)
+                CMT_CHECK(aligned[i][w] && (uintptr_t)aligned[i][w] % 16 == 0,
+                          "aligned allocator %d of (16, %zu) = %p", w, n, aligned[i][w]);
+        }
+        CMT_CHECK(off_16 > 0, "no malloc(%zu) block off 16 bytes: no 8-byte class", n);
+        for (int i = 0; i < LIVE; i++) {
+            free(small[i]);
+            for (int w = 0; w < WAYS; w++)
+                free(aligned[i][w]);
+        }
+    }
+    cm_heap_destroy(heap);
+}
+
 static void test_aligned_alloc(void)
 {
     static const size_t bad[] = {3, 24, 48, 1000, 4097, (size_t)3 << 20, 0};
@@ -363,6 +399,7 @@ int main(void)
     test_calloc_zeroes();
     test_overflow_and_huge();
     test_posix_memalign();
+    test_small_alignment();
     test_aligned_alloc();
     test_memalign_valloc_pvalloc();
     test_trim_stats_mallinfo();

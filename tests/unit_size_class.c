@@ -1,6 +1,6 @@
 /* unit_size_class: the generated size-class table. Every size maps to the
- * smallest class that fits; classes follow the 16-byte / four-per-doubling
- * rule; superblock geometry and the block-index test are exact; and the
+ * smallest class that fits; classes follow the 8-byte, 16-byte steps,
+ * four-per-doubling rule; superblock geometry and the block-index test are exact; and the
  * tables live in read-only memory (built at compile time, not at run time). */
 #include <stdint.h>
 #include <string.h>
@@ -30,9 +30,9 @@ int main(void) {
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         const cm_class_info_t *ci = &cm_class_info[c];
         uint32_t bs = ci->block_size;
-        CHECK(bs % 16 == 0, "class %u size %u not a multiple of 16", c, bs);
+        CHECK(c == 1 ? bs == 8 : bs % 16 == 0, "class %u size %u: 8, then multiples of 16", c, bs);
         if (c > 1) CHECK(bs > cm_class_info[c - 1].block_size, "class %u not increasing", c);
-        if (bs <= 128) CHECK(bs == 16 * c, "class %u: 16-byte steps up to 128, got %u", c, bs);
+        if (c > 1 && bs <= 128) CHECK(bs == 16 * (c - 1), "class %u: 16-byte steps up to 128, got %u", c, bs);
         else {
             uint32_t p = 1u << (31 - __builtin_clz(bs - 1)); /* the power of two below */
             CHECK((bs - p) % (p / 4) == 0, "class %u size %u not 2^x + k*2^(x-2)", c, bs);
@@ -42,6 +42,8 @@ int main(void) {
               "class %u span shift %u", c, ci->span_shift);
         CHECK(ci->max_count == span / bs && ci->max_count >= (bs >= 65536 ? 4u : 8u), "class %u count %u", c,
               ci->max_count);
+        CHECK(ci->max_count <= CM_MAX_BLOCKS, "class %u: %u blocks, CM_MAX_BLOCKS is %u", c, ci->max_count,
+              CM_MAX_BLOCKS);
         CHECK((span - ci->max_count * bs) * 8 <= span, "class %u wastes more than 1/8", c);
         CHECK(ci->carve_batch >= 1 && ci->carve_batch <= ci->max_count, "class %u carve batch", c);
         CHECK(cm_block_check.max_count[c] == ci->max_count && cm_block_check.span_mask[c] == span - 1,
@@ -64,7 +66,7 @@ int main(void) {
         CHECK(cm_class_info[c].max_count == 0 && cm_block_check.max_count[c] == 0, "entry %u is no class but has blocks", c);
     CHECK(cm_class_info[0].max_count == 0 && cm_block_check.max_count[0] == 0, "entry 0 is no class but has blocks");
     CHECK(in_readonly_mapping(&cm_block_check), "block check table not in read-only memory");
-    CHECK(in_readonly_mapping(cm_class_by_16), "lookup table not in read-only memory");
+    CHECK(in_readonly_mapping(cm_class_by_8), "lookup table not in read-only memory");
     printf("size classes: %d classes, all sizes 0..%u map to the smallest fitting class\n", CM_NUM_CLASSES,
            CM_SMALL_MAX);
     return 0;

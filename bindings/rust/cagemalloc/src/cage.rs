@@ -47,7 +47,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use cagemalloc_sys as sys;
 
-use crate::MALLOC_ALIGN;
+use crate::malloc_aligns;
 
 /// The compression shift S: references are the address shifted right by S,
 /// so the cage spans 2^(31 + S) bytes.
@@ -227,7 +227,7 @@ impl<T> Box<T> {
     pub fn try_new(value: T) -> Result<Box<T>, T> {
         let (size, align) = (mem::size_of::<T>(), mem::align_of::<T>());
         let p = unsafe {
-            if align <= MALLOC_ALIGN {
+            if malloc_aligns(align, size) {
                 sys::cm_cage_malloc(size)
             } else {
                 sys::cm_cage_aligned_alloc(align, size)

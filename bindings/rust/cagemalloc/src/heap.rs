@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 
 use cagemalloc_sys as sys;
 
-use crate::{cleared, realloc_aligned, MALLOC_ALIGN};
+use crate::{cleared, malloc_aligns, realloc_aligned};
 
 /// A heap: blocks allocated from it stay together, and [`Heap::destroy`]
 /// frees them all at once, arena style, with no work per block.
@@ -84,7 +84,7 @@ impl Heap {
     pub fn alloc(&self, layout: Layout) -> Option<NonNull<u8>> {
         let h = self.as_raw();
         NonNull::new(unsafe {
-            if layout.align() <= MALLOC_ALIGN {
+            if malloc_aligns(layout.align(), layout.size()) {
                 sys::cm_heap_malloc(h, layout.size()) as *mut u8
             } else {
                 sys::cm_heap_aligned_alloc(h, layout.align(), layout.size()) as *mut u8
@@ -98,7 +98,7 @@ impl Heap {
     pub fn alloc_zeroed(&self, layout: Layout) -> Option<NonNull<u8>> {
         let h = self.as_raw();
         NonNull::new(unsafe {
-            if layout.align() <= MALLOC_ALIGN {
+            if malloc_aligns(layout.align(), layout.size()) {
                 sys::cm_heap_calloc(h, 1, layout.size()) as *mut u8
             } else {
                 cleared(
@@ -134,7 +134,7 @@ impl Heap {
         new_size: usize,
     ) -> Option<NonNull<u8>> {
         let h = self.as_raw();
-        NonNull::new(if layout.align() <= MALLOC_ALIGN {
+        NonNull::new(if malloc_aligns(layout.align(), new_size) {
             sys::cm_heap_realloc(h, ptr.as_ptr() as *mut c_void, new_size) as *mut u8
         } else {
             realloc_aligned(ptr.as_ptr(), layout, new_size, |align, size| {

@@ -36,9 +36,13 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::ffi::c_void;
 use core::ptr;
 
-/// Every block of cm_malloc has this alignment: a request aligned to it or
-/// less takes its size class as it is, with no padding.
-const MALLOC_ALIGN: usize = 16;
+/// True if a block of `size` bytes from cm_malloc is aligned to `align` as
+/// it is (its size class, no padding): every block is 16-aligned but those
+/// of the 8-byte class (requests of 8 bytes or less), which are 8-aligned.
+#[inline]
+const fn malloc_aligns(align: usize, size: usize) -> bool {
+    align <= 8 || (align <= 16 && size > 8)
+}
 
 /// cagemalloc as the global allocator:
 ///
@@ -55,7 +59,7 @@ pub struct CageMalloc;
 unsafe impl GlobalAlloc for CageMalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.align() <= MALLOC_ALIGN {
+        if malloc_aligns(layout.align(), layout.size()) {
             sys::cm_malloc(layout.size()) as *mut u8
         } else {
             sys::cm_aligned_alloc(layout.align(), layout.size()) as *mut u8
@@ -64,7 +68,7 @@ unsafe impl GlobalAlloc for CageMalloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if layout.align() <= MALLOC_ALIGN {
+        if malloc_aligns(layout.align(), layout.size()) {
             sys::cm_calloc(1, layout.size()) as *mut u8
         } else {
             cleared(
@@ -81,7 +85,7 @@ unsafe impl GlobalAlloc for CageMalloc {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if layout.align() <= MALLOC_ALIGN {
+        if malloc_aligns(layout.align(), new_size) {
             return sys::cm_realloc(ptr as *mut c_void, new_size) as *mut u8;
         }
         realloc_aligned(ptr, layout, new_size, |align, size| {

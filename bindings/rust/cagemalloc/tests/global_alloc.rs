@@ -135,8 +135,8 @@ fn alignments_up_to_1_mib() {
 
 #[test]
 fn small_alignments_take_the_size_class_as_it_is() {
-    // no padding for align <= 16: the block is the size class of the size
-    for size in [1usize, 16, 48, 100, 1000, 4000] {
+    // no padding for align <= 16 above 8 bytes: the block is the size class of the size
+    for size in [9usize, 16, 48, 100, 1000, 4000] {
         let plain = unsafe { GLOBAL.alloc(Layout::from_size_align(size, 1).unwrap()) };
         let aligned = unsafe { GLOBAL.alloc(Layout::from_size_align(size, 16).unwrap()) };
         assert_eq!(aligned as usize % 16, 0);
@@ -150,6 +150,35 @@ fn small_alignments_take_the_size_class_as_it_is() {
             GLOBAL.dealloc(aligned, Layout::from_size_align(size, 16).unwrap());
         }
     }
+}
+
+#[test]
+fn blocks_of_8_bytes_or_less_are_16_aligned_when_asked() {
+    // requests of 8 bytes or less take the 8-byte class, 8-aligned; a Layout
+    // aligned to 16 must still get 16 (not hold for every block by chance)
+    let mut seen_off_16 = false;
+    for size in 0usize..=8 {
+        let mut blocks = Vec::new();
+        for _ in 0..64 {
+            let small = unsafe { GLOBAL.alloc(Layout::from_size_align(size, 8).unwrap()) };
+            let aligned = unsafe { GLOBAL.alloc(Layout::from_size_align(size, 16).unwrap()) };
+            let grown = unsafe { GLOBAL.realloc(GLOBAL.alloc(Layout::from_size_align(64, 16).unwrap()),
+                                                Layout::from_size_align(64, 16).unwrap(), size) };
+            assert_eq!(small as usize % 8, 0);
+            assert_eq!(aligned as usize % 16, 0, "size {size}");
+            assert_eq!(grown as usize % 16, 0, "realloc to {size}");
+            seen_off_16 |= small as usize % 16 != 0;
+            blocks.push((small, aligned, grown));
+        }
+        for (small, aligned, grown) in blocks {
+            unsafe {
+                GLOBAL.dealloc(small, Layout::from_size_align(size, 8).unwrap());
+                GLOBAL.dealloc(aligned, Layout::from_size_align(size, 16).unwrap());
+                GLOBAL.dealloc(grown, Layout::from_size_align(size, 16).unwrap());
+            }
+        }
+    }
+    assert!(seen_off_16, "no 8-byte block off 16 bytes: the test checks nothing");
 }
 
 #[test]
