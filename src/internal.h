@@ -172,12 +172,13 @@ enum { CM_FULL = 0, CM_PARTIAL = 1, CM_RETIRING = 2, CM_EMPTY = 3, CM_DETACHED =
 /* {state:3, avail:16, count:16, version:29} in one word, so a single CAS
  * moves a whole chain of blocks and changes the state together (thesis:
  * {2, 31, 31}; a superblock holds at most CM_MAX_BLOCKS (8,192) blocks, so
- * 16 bits each are plenty). Every CAS writes cm_anchor_next(old, ...), which adds one to the
- * version: an anchor read earlier compares equal only if no CAS at all
- * happened since, so a decision taken on other fields read after it (trim:
- * "count == the max_count of the class I read") cannot be validated by an
- * anchor that merely looks the same (a span taken over by another class,
- * its blocks handed out and returned in the same order: issue 9).
+ * 16 bits each are plenty). Every CAS writes cm_anchor_next(old, ...), which
+ * adds one to the version: an anchor read earlier compares equal only if no
+ * CAS at all happened since, so a decision taken on other fields read
+ * after it (trim: "count == the max_count of the class I read") cannot be
+ * validated by an anchor that merely looks the same (a span taken over by
+ * another class, its blocks handed out and returned in the same order:
+ * issue 9).
  * Wrap-around needs 2^29 CASes on one superblock while a thread sleeps
  * between its read and its CAS. */
 typedef uint64_t cm_anchor_t;
