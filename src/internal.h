@@ -123,16 +123,15 @@ typedef struct cm_class_info {
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
 } cm_class_info_t;
 
-/* What free's block-start test reads (cm_block_index), one array per field:
- * the fast path indexes each with the page-map entry's class alone, where an
- * array of records took a shift, a lea and an add to reach the record.
- * max_count repeats cm_class_info's (one generator writes both). */
+/* What free's block-start test reads (cm_is_block_start), one array per
+ * field: the fast path indexes each with the page-map entry's class alone,
+ * where an array of records took a shift, a lea and an add to reach the
+ * record. Entries of no class have start_limit 0, so the test fails. */
 #define CM_CLASS_VALUES (1 << CM_ENTRY_CLASS_BITS) /* a page-map entry's class values */
 typedef struct cm_block_check {
-    uint64_t odd_inverse[CM_CLASS_VALUES]; /* of block_size's odd part, mod 2^64 */
+    uint64_t start_mult[CM_CLASS_VALUES];  /* ceil(2^64 / block_size) */
     uint64_t span_mask[CM_CLASS_VALUES];   /* superblock size - 1: offset of a block = address & span_mask */
-    uint32_t max_count[CM_CLASS_VALUES];   /* blocks per superblock; 0 for no class */
-    uint8_t twos[CM_CLASS_VALUES];         /* log2 of block_size's power-of-two factor */
+    uint64_t start_limit[CM_CLASS_VALUES]; /* offset * start_mult is below this exactly at a block start */
 } cm_block_check_t;
 
 #include "size_class_table.h"
@@ -141,23 +140,28 @@ _Static_assert(CM_CLASS_INFO_LEN == CM_CLASS_VALUES, "every page-map class value
 
 CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_8[(size + 7) >> 3]; }
 
-/* The index of the block at offset off of a superblock of class cls if a
- * block starts there, else a value >= its max_count: one test checks both
- * (and fails for every entry of no class). With block_size = odd << twos,
- * off * odd_inverse rotated right by twos is off / block_size when the
- * division is exact, and otherwise has high bits set (Granlund and
- * Montgomery's divisibility test); gen_size_classes proves it on every
- * offset of every class. */
-CM_INLINE uint64_t cm_block_index(unsigned cls, uint64_t off) {
-    uint64_t x = off * cm_block_check.odd_inverse[cls];
-    unsigned twos = cm_block_check.twos[cls];
-    return x >> twos | x << ((64 - twos) & 63);
+/* True if p is the start of a block of a superblock of class cls (spans
+ * are aligned to their size); cls is any page-map class value. With
+ * m = start_mult = ceil(2^64 / size), m * size = 2^64 + e (0 <= e < size),
+ * so the offset k * size + r (r < size) times m is k * e + r * m mod 2^64:
+ * k * e when r = 0, and at least m otherwise, as offsets are below 2^20
+ * (Lemire, Kaser and Kurz's divisibility test). Below start_limit = count
+ * * e (1 when e = 0: the size is a power of two and divides the span) it
+ * is exactly at the start of one of the superblock's count blocks, so the
+ * tail past the last block fails too; gen_size_classes proves it on every
+ * offset of every class. One multiply and one compare (a rotation and two
+ * more loads with the modular inverse). */
+CM_INLINE bool cm_is_block_start(unsigned cls, const void *p) {
+    return ((uintptr_t)p & cm_block_check.span_mask[cls]) * cm_block_check.start_mult[cls] <
+           cm_block_check.start_limit[cls];
 }
 
-/* True if p is the start of a block of a superblock of class cls (spans
- * are aligned to their size); cls is any page-map class value. */
-CM_INLINE bool cm_is_block_start(unsigned cls, const void *p) {
-    return cm_block_index(cls, (uintptr_t)p & cm_block_check.span_mask[cls]) < cm_block_check.max_count[cls];
+/* The index k of the block that starts at offset off = k * size of a
+ * superblock of class cls: the high word of off * start_mult, which is
+ * k * 2^64 + k * e (k * e < 2^64). */
+CM_INLINE uint32_t cm_block_index(unsigned cls, uint64_t off) {
+    __extension__ typedef unsigned __int128 cm_u128;
+    return (uint32_t)(((cm_u128)off * cm_block_check.start_mult[cls]) >> 64);
 }
 /* The class of p if p is the start of a small block of ours (its page-map
  * entry gives the class), else 0. */
