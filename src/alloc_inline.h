@@ -64,7 +64,7 @@ CM_INLINE void cm_free_inline(void *p) {
             void *head = d->local_free;
             d->local_free = p;
             ((cm_free_block_t *)p)->link = cm_link_encode(p, head);
-            atomic_store_explicit(&d->owner_used, owner_used - 1, memory_order_relaxed); /* used - 1 */
+            cm_desc_used_dec(d, owner_used);
             return;
         }
         cm_free_small_slow(p, d);

@@ -30,14 +30,6 @@ static long raw_syscall6_asm(long n, long a1, long a2, long a3, long a4, long a5
     return ret;
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define CM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CM_TSAN 1
-#endif
-#endif
-
 #ifdef CM_TSAN
 /* ThreadSanitizer intercepts libc's mmap and munmap, not these calls, so it
  * does not see the order the kernel gives address space that one thread
