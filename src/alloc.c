@@ -39,6 +39,10 @@ void cm_free_generic(void *p, uint32_t entry, const char *func) {
     cm_free_large(large_desc_checked(p, entry, func));
 }
 
+/* free of an address outside the arena's reservation: the fast path with
+ * the two-level map's entry. */
+void cm_free_outside_arena(void *p) { cm_free_entry_inline(p, cm_pagemap_get((uintptr_t)p)); }
+
 /* p, a small block of class cls being freed or reallocated, carries the
  * free tag in bytes 6-7. A free block's first word is always a link that
  * decodes to NULL or to a block of its own class (bins, local and remote

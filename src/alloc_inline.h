@@ -13,6 +13,7 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
+CM_HIDDEN CM_NOINLINE void cm_free_outside_arena(void *p);
 CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);
 CM_HIDDEN void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size);
 CM_HIDDEN void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size);
@@ -45,16 +46,16 @@ CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
 
 CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_my_heap(), size); }
 
-/* free: a block of a superblock the calling thread owns goes straight onto
- * that superblock's local list, whichever heap of the thread owns it and
- * whether or not it is the one its class allocates from now (no branch on
- * that: random frees across a class's superblocks would mispredict it).
- * Everything else leaves by a tail call: another thread's superblock (one
- * CAS), the superblock's last block out or a parked one (cm_free_fast_ok),
- * a block that looks free already, a large block, NULL, or no block of
- * ours. No atomic instruction. */
-CM_INLINE void cm_free_inline(void *p) {
-    uint32_t entry = cm_pagemap_get((uintptr_t)p);
+/* free of p, whose page-map entry is `entry`: a block of a superblock the
+ * calling thread owns goes straight onto that superblock's local list,
+ * whichever heap of the thread owns it and whether or not it is the one its
+ * class allocates from now (no branch on that: random frees across a
+ * class's superblocks would mispredict it). Everything else leaves by a
+ * tail call: another thread's superblock (one CAS), the superblock's last
+ * block out or a parked one (cm_free_fast_ok), a block that looks free
+ * already, a large block, NULL, or no block of ours. No atomic
+ * instruction. */
+CM_INLINE void cm_free_entry_inline(void *p, uint32_t entry) {
     if (cm_likely(cm_is_block_start(cm_entry_class(entry), p))) {
         cm_desc_t *d = cm_desc_of_entry(entry);
         /* owner and used in one load (internal.h); when the test holds,
@@ -71,6 +72,19 @@ CM_INLINE void cm_free_inline(void *p) {
         return;
     }
     cm_free_generic(p, entry, "free"); /* NULL, large, or not a block of ours */
+}
+
+/* free: the entry from the arena's flat map, or for an address outside the
+ * arena (a large block, NULL, the cage, the 32 MiB reservations, not ours)
+ * from the two-level map, out of line. */
+CM_INLINE void cm_free_inline(void *p) {
+    uintptr_t base = cm_arena_base(), unit = cm_arena_unit(base, (uintptr_t)p);
+    if (cm_likely(cm_arena_has_unit(unit))) {
+        /* relaxed: as in cm_pagemap_get */
+        cm_free_entry_inline(p, atomic_load_explicit(cm_arena_entry_at(base, unit), memory_order_relaxed));
+        return;
+    }
+    cm_free_outside_arena(p);
 }
 
 #endif /* CM_ALLOC_INLINE_H */

@@ -1,10 +1,15 @@
 /* arena.c: the address space behind superblocks. Spans (64 KiB .. 1 MiB,
  * aligned to their size) are claimed from 4 MiB chunks and released back
- * when their superblock retires, for any span size to reuse. Chunks are cut
- * from reservations of 32 MiB mapped at once; a chunk whose every unit is
- * free keeps its address space (its pages were returned as its spans were)
- * until malloc_trim, or a mapping that fails for want of address space,
- * unmaps it.
+ * when their superblock retires, for any span size to reuse. Chunks come
+ * first from the arena's own reservation: up to 64 GiB of address space
+ * (CAGEMALLOC_ARENA_RESERVE) reserved at init, untouched until used, whose
+ * units also have the flat page map that free reads (internal.h). When it
+ * is used up, or was not made (an address-space limit, `ulimit -v`, or
+ * strict overcommit would count it whole; or the OS refused even 256 MiB),
+ * chunks are cut from reservations of 32 MiB mapped at once. A chunk of those whose every
+ * unit is free keeps its address space (its pages were returned as its
+ * spans were) until malloc_trim, or a mapping that fails for want of
+ * address space, unmaps it; the reservation's chunks keep theirs.
  *
  * Why reservations, and why free chunks stay: each mmap or munmap of
  * anonymous memory beside the mappings other threads are faulting pages
@@ -12,9 +17,9 @@
  * those faults to finish. A thread that sleeps on that wait is woken by the
  * faulting one and often moved onto its CPU: measured in rptest with two
  * threads, the two then shared one core for 5-20 ms, and the blocks they
- * send each other piled up (peak RSS 20-39 MiB instead of 10). Growing in
- * 32 MiB steps and never unmapping on the free path leaves one such call
- * per 32 MiB of growth.
+ * send each other piled up (peak RSS 20-39 MiB instead of 10). Growing
+ * from the reservation makes no such call; in 32 MiB steps, and never
+ * unmapping on the free path, one per 32 MiB of growth.
  *
  * Each chunk has one 64-bit word, bit u set when its 64 KiB unit u is free,
  * in the region record of its address (pagemap.c): claiming a span is one
@@ -39,6 +44,53 @@ _Static_assert(RESERVATION_CHUNKS < CM_CHUNK_SIZE, "the count fits below a chunk
  * free as chunks are 4 MiB aligned) how many chunks of it remain; 0 left
  * means "map a new reservation". */
 static _Atomic uintptr_t reservation_cursor;
+
+cm_arena_range_t cm_arena_range = {CM_ARENA_NONE, 0};
+/* Chunks of the arena's reservation handed out so far; at or past its
+ * count, it is used up. */
+static _Atomic size_t arena_chunks_taken;
+
+#define ARENA_RESERVE_MIN ((size_t)256 << 20) /* below this, 32 MiB reservations do as well */
+
+/* The arena and its flat map below it, in one reservation. Racing
+ * initialisers each reserve; the first to publish its base keeps it, the
+ * others give theirs back. */
+void cm_arena_reserve(void) {
+    /* Under an address-space limit or strict overcommit the reservation
+     * would take from what large blocks may use: grow in 32 MiB steps. */
+    size_t want = cm_os_reservations_cost() ? 0 : cm_options.arena_reserve;
+    if (want > ((size_t)1 << CM_ARENA_MAX_SHIFT)) want = (size_t)1 << CM_ARENA_MAX_SHIFT;
+    _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");
+    for (size_t size = want & ~(CM_CHUNK_SIZE - 1); size >= ARENA_RESERVE_MIN; size = (size / 2) & ~(CM_CHUNK_SIZE - 1)) {
+        char *r = cm_os_reserve_aligned(CM_ARENA_TABLE_BYTES + size, CM_CHUNK_SIZE);
+        if (!r) continue;
+        uintptr_t none = CM_ARENA_NONE;
+        if (!atomic_compare_exchange_strong_explicit(&cm_arena_range.base, &none, (uintptr_t)r + CM_ARENA_TABLE_BYTES,
+                                                     memory_order_relaxed, memory_order_relaxed)) {
+            cm_os_unreserve(r, CM_ARENA_TABLE_BYTES + size);
+            return;
+        }
+        cm_uncount(&cm_counters.mapped, size); /* counted as its chunks are handed out, as the 32 MiB ones are */
+        /* release: whoever reads the count (take_from_arena) sees the base */
+        atomic_store_explicit(&cm_arena_range.units, size >> CM_UNIT_SHIFT, memory_order_release);
+        return;
+    }
+}
+
+static bool in_arena(uintptr_t a) { return cm_arena_has_unit(cm_arena_unit(cm_arena_base(), a)); }
+
+/* The next chunk of the arena's reservation never handed out; NULL when it
+ * is used up or was not made. */
+static char *take_from_arena(void) {
+    size_t chunks = atomic_load_explicit(&cm_arena_range.units, memory_order_acquire) / UNITS_PER_CHUNK;
+    /* relaxed: the count only hands out distinct indices; the first test
+     * keeps it from climbing forever once the reservation is used up */
+    if (atomic_load_explicit(&arena_chunks_taken, memory_order_relaxed) >= chunks) return NULL;
+    size_t i = atomic_fetch_add_explicit(&arena_chunks_taken, 1, memory_order_relaxed);
+    if (i >= chunks) return NULL;
+    cm_count(&cm_counters.mapped, CM_CHUNK_SIZE);
+    return (char *)cm_arena_base() + (i << CM_CHUNK_SHIFT);
+}
 
 static size_t chunk_index(uintptr_t a) { return (a >> CM_CHUNK_SHIFT) & (CM_REGION_CHUNKS - 1); }
 
@@ -144,6 +196,8 @@ static char *reserve_chunks(void) {
  * one, or (address space short) a mapping of its own; failing all three,
  * after unmapping the chunks nobody uses. */
 static char *map_chunk(void) {
+    char *arena_chunk = take_from_arena();
+    if (arena_chunk) return arena_chunk;
     for (;;) {
         char *chunk = take_reserved();
         if (!chunk) chunk = reserve_chunks();
@@ -216,9 +270,12 @@ bool cm_arena_trim(void) {
         uintptr_t base;
         cm_region_t *r = cm_pagemap_region_at(i, &base);
         if (!r) continue;
-        for (size_t c = 0; c < CM_REGION_CHUNKS; c++)
-            if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == ALL_FREE)
-                any |= unmap_if_free(r, c, base + (c << CM_CHUNK_SHIFT));
+        for (size_t c = 0; c < CM_REGION_CHUNKS; c++) {
+            uintptr_t chunk = base + (c << CM_CHUNK_SHIFT);
+            /* the arena's reservation keeps its address space: its pages were returned */
+            if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == ALL_FREE && !in_arena(chunk))
+                any |= unmap_if_free(r, c, chunk);
+        }
     }
     return any;
 }

@@ -116,5 +116,6 @@ void *cm_cage_malloc(size_t size) { return cm_heap_malloc_inline(cm_thread.cage,
 void *cm_cage_calloc(size_t count, size_t size) { return cm_heap_calloc_inline(cm_thread.cage, count, size); }
 void *cm_cage_aligned_alloc(size_t align, size_t size) { return cm_heap_aligned_alloc_in(cm_thread.cage, align, size); }
 void *cm_cage_realloc(void *p, size_t size) { return cm_realloc_in_space(cm_thread.cage, p, size); }
-void cm_cage_free(void *p) { cm_free_inline(p); }
+/* The cage is not in the arena's flat map: straight to the two-level one. */
+void cm_cage_free(void *p) { cm_free_outside_arena(p); }
 int cm_in_cage(const void *p) { return (int)cm_space_of(p); }

@@ -54,6 +54,7 @@ void cm_init_slow(void) {
     cm_options_load();
     const char *secret_source = init_link_key();
     if (!init_descriptor_region()) return; /* out of address space: every allocation fails with ENOMEM */
+    cm_arena_reserve();
     cm_thread_global_init();
     /* release: a thread that sees the flag sees everything above; the one
      * racer that sets it reports (so the report is printed once) */

@@ -9,11 +9,14 @@
  *              16-aligned.
  *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
  *              one class.
- *  arena       where spans come from: 4 MiB chunks cut from 32 MiB
- *              reservations mapped from the OS, each a bitmap of 64 units of
- *              64 KiB; a retired superblock's span goes back for any span
- *              size to reuse, and an all-free chunk keeps its address space
- *              (not its pages) until a trim or a failed mapping unmaps it.
+ *  arena       where spans come from: 4 MiB chunks, each a bitmap of 64
+ *              units of 64 KiB, cut from the arena's reservation (64 GiB of
+ *              address space reserved at init) and, once that is used up or
+ *              where it could not be made, from 32 MiB reservations; a
+ *              retired superblock's span goes back for any span size to
+ *              reuse, and an all-free chunk keeps its address space (not its
+ *              pages) until a trim or a failed mapping unmaps it (never, in
+ *              the arena's reservation).
  *  descriptor  64 bytes of metadata for one superblock or one large block:
  *              its anchor word, its list link, its geometry. Descriptors live
  *              in one reserved region and are never unmapped, so a stale read
@@ -24,8 +27,10 @@
  *              changed only by CAS. avail = index of the first free block of
  *              the superblock's own free list, count = its length.
  *  page map    address -> 32-bit entry {descriptor ref, class} for every
- *              64 KiB unit we own: free() finds a block's class and its
- *              superblock's descriptor with two loads.
+ *              64 KiB unit we own, in two levels; for the units of the
+ *              arena's reservation also in a flat array below it, from
+ *              which free() finds a block's class and its superblock's
+ *              descriptor with one load.
  *  heap        what malloc allocates from (heap.c): per size class, the
  *              superblock it is carving or reusing now (its "current"), a
  *              list of its superblocks with free blocks, and a list of
@@ -384,6 +389,50 @@ CM_HIDDEN cm_region_t *cm_pagemap_region(uintptr_t a);
  * i < cm_pagemap_region_count(). */
 CM_HIDDEN uint32_t cm_pagemap_region_count(void);
 CM_HIDDEN cm_region_t *cm_pagemap_region_at(uint32_t i, uintptr_t *base);
+/* The arena's own flat page map: the arena proper (arena.c) is one
+ * reservation of up to 64 GiB, and for the units inside it the entries are
+ * also kept in a flat array, indexed by unit, in the 4 MiB just below its
+ * base (reserved with it), so that free finds a block's entry with a load
+ * of the base, a subtract, a shift, a compare with the unit count and one
+ * load (four instructions fewer than cm_pagemap_get); any other address
+ * takes cm_pagemap_get. base is CM_ARENA_NONE and units 0 until each is
+ * written, once, before any span of the arena exists: a reader that sees
+ * one new and the other old finds every address outside (an address minus
+ * CM_ARENA_NONE is beyond every unit count), and a stale value only sends
+ * it to cm_pagemap_get, so relaxed loads are enough. */
+#define CM_ARENA_MAX_SHIFT 36 /* 64 GiB */
+#define CM_ARENA_MAX_UNITS ((size_t)1 << (CM_ARENA_MAX_SHIFT - CM_UNIT_SHIFT))
+#define CM_ARENA_TABLE_BYTES (CM_ARENA_MAX_UNITS * sizeof(uint32_t))
+#define CM_ARENA_NONE ((uintptr_t)1 << 63)
+typedef struct cm_arena_range {
+    _Atomic uintptr_t base;  /* CM_ARENA_NONE until the arena is reserved */
+    _Atomic uintptr_t units; /* its length in units; 0 until then */
+} cm_arena_range_t;
+CM_HIDDEN extern cm_arena_range_t cm_arena_range;
+
+CM_INLINE uintptr_t cm_arena_base(void) { return atomic_load_explicit(&cm_arena_range.base, memory_order_relaxed); }
+/* The index of a's unit in the flat map of the arena at base. */
+CM_INLINE uintptr_t cm_arena_unit(uintptr_t base, uintptr_t a) { return (a - base) >> CM_UNIT_SHIFT; }
+/* Whether unit (from cm_arena_unit) is one of the arena's. On x86-64 the
+ * count's load is the compare's memory operand (gcc keeps an atomic load
+ * apart: one instruction more), a relaxed load as in cm_desc_used_dec;
+ * under ThreadSanitizer the atomic load. */
+CM_INLINE bool cm_arena_has_unit(uintptr_t unit) {
+#if defined(__x86_64__) && !defined(CM_TSAN)
+    bool below;
+    __asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(unit), "m"(*(const uintptr_t *)&cm_arena_range.units));
+    return below;
+#else
+    return unit < atomic_load_explicit(&cm_arena_range.units, memory_order_relaxed);
+#endif
+}
+CM_INLINE _Atomic uint32_t *cm_arena_entry_at(uintptr_t base, uintptr_t unit) {
+    return (_Atomic uint32_t *)(base - CM_ARENA_TABLE_BYTES) + unit;
+}
+/* Reserve the arena (CAGEMALLOC_ARENA_RESERVE bytes, less if the OS says
+ * no, none if 0) and publish it in cm_arena_range; once, at init. */
+CM_HIDDEN void cm_arena_reserve(void);
+
 CM_INLINE uint32_t cm_entry_make(uint32_t ref, unsigned cls) { return ref << CM_ENTRY_REF_SHIFT | cls; }
 CM_INLINE uint32_t cm_entry_ref(uint32_t e) { return e >> CM_ENTRY_REF_SHIFT; }
 CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; }
@@ -402,6 +451,7 @@ CM_HIDDEN bool cm_os_move(void *p, size_t old_size, size_t new_size, void *targe
 CM_HIDDEN bool cm_os_random(void *buf, size_t n);          /* false: getrandom failed, weaker fallback used */
 CM_HIDDEN bool cm_os_clock_in_vdso(void);
 CM_HIDDEN uintptr_t cm_os_main_program(void);                /* an address inside the main program (AT_PHDR) */
+CM_HIDDEN bool cm_os_reservations_cost(void);              /* RLIMIT_AS set, or strict overcommit */
 CM_HIDDEN int cm_os_memfd(size_t size);                      /* an anonymous file of size bytes, or -1 */
 CM_HIDDEN void cm_os_close(int fd);
 CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd);
@@ -422,6 +472,7 @@ typedef struct cm_options {
     bool klass_gaps;          /* CAGEMALLOC_KLASS_GAPS: cm_meta_alloc fills class alignment gaps */
     size_t code_range;        /* CAGEMALLOC_CODE_RANGE: bytes of each code range reserved near a module */
     size_t cage_limit;        /* CAGEMALLOC_CAGE_LIMIT: bytes of the cage used (tests; 0: all) */
+    size_t arena_reserve;     /* CAGEMALLOC_ARENA_RESERVE: bytes of address space reserved for superblocks at init */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
 

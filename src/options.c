@@ -9,7 +9,8 @@
 
 #define DEFAULT_OPTIONS                                                                            \
     {.show_stats = false, .verbose = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
-     .decay_ns = 1000ull * 1000000ull, .klass_shift = 0, .klass_range = 0, .klass_gaps = true, .code_range = 64u << 20, .cage_limit = 0}
+     .decay_ns = 1000ull * 1000000ull, .klass_shift = 0, .klass_range = 0, .klass_gaps = true, .code_range = 64u << 20, .cage_limit = 0,      \
+     .arena_reserve = (size_t)1 << CM_ARENA_MAX_SHIFT}
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
 
@@ -59,6 +60,7 @@ void cm_options_load(void) {
     o.klass_gaps = env_flag("CAGEMALLOC_KLASS_GAPS", true);
     o.code_range = env_size("CAGEMALLOC_CODE_RANGE", o.code_range);
     o.cage_limit = env_size("CAGEMALLOC_CAGE_LIMIT", 0);
+    o.arena_reserve = env_size("CAGEMALLOC_ARENA_RESERVE", o.arena_reserve);
     SET_ONCE(cm_options.show_stats, d.show_stats, o.show_stats);
     SET_ONCE(cm_options.verbose, d.verbose, o.verbose);
     SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
@@ -69,4 +71,5 @@ void cm_options_load(void) {
     SET_ONCE(cm_options.klass_gaps, d.klass_gaps, o.klass_gaps);
     SET_ONCE(cm_options.code_range, d.code_range, o.code_range);
     SET_ONCE(cm_options.cage_limit, d.cage_limit, o.cage_limit);
+    SET_ONCE(cm_options.arena_reserve, d.arena_reserve, o.arena_reserve);
 }

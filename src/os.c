@@ -13,6 +13,7 @@
 #include <linux/random.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -288,6 +289,21 @@ void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
 
 /* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
  * *len its length; NULL on failure. Free with cm_os_unmap(buf, *cap). */
+/* Whether a large reservation up front would cost: an address-space limit
+ * (RLIMIT_AS) counts it whole, and strict overcommit (mode 2, which ignores
+ * MAP_NORESERVE) charges it whole against the commit limit. */
+bool cm_os_reservations_cost(void) {
+    struct rlimit lim;
+    if (raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur != RLIM_INFINITY)
+        return true;
+    long fd = raw_syscall6(SYS_open, (long)"/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+    if (raw_failed(fd)) return false;
+    char mode = 0;
+    long r = raw_syscall6(SYS_read, fd, (long)&mode, 1, 0, 0, 0);
+    raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+    return r == 1 && mode == '2';
+}
+
 char *cm_os_read_file(const char *path, size_t *len, size_t *cap) {
     long fd = raw_syscall6(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
     if (raw_failed(fd)) return NULL;

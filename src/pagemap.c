@@ -1,15 +1,19 @@
 /* pagemap.c: address -> {descriptor ref, class} for every 64 KiB
  * unit of address space we own, and the per-region records that hold it.
  *
- * Two levels rather than one flat array over a reserved arena: a flat map
- * needs the whole address range of the superblocks reserved up front, which fails (or
- * eats the budget) under `ulimit -v` / RLIMIT_AS. Here the root is 2^15
- * slots in .bss (one per 4 GiB, zero pages until touched) and a region
- * record (264 KiB, lazily committed: 2^16 entries plus the arena's chunk
- * bitmaps) is mapped the first time we own something in its 4 GiB. Slots
- * hold offsets from a shared all-zero leaf that follows the root, so the
- * lookup has no null test.
- * Regions are never unmapped: a stale read of one is always harmless. */
+ * Two levels, so that any address can be ours: large blocks are mappings
+ * of their own wherever the kernel puts them, and superblocks come from
+ * 32 MiB reservations once the arena's own reservation is used up or could
+ * not be made (`ulimit -v` / RLIMIT_AS). The root is 2^15 slots in .bss
+ * (one per 4 GiB, zero pages until touched) and a region record (264 KiB,
+ * lazily committed: 2^16 entries plus the arena's chunk bitmaps) is mapped
+ * the first time we own something in its 4 GiB. Slots hold offsets from a
+ * shared all-zero leaf that follows the root, so the lookup has no null
+ * test. Regions are never unmapped: a stale read of one is always harmless.
+ *
+ * The units of the arena's reservation have their entries here and also in
+ * a flat array below the arena (cm_arena_entry_at, internal.h), which free
+ * reads: four instructions fewer. */
 #include "internal.h"
 
 #define LEAF_LEN ((size_t)1 << CM_PAGEMAP_LEAF_BITS)
@@ -56,6 +60,11 @@ bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry) {
         /* relaxed: see cm_pagemap_get; publication happens through the
          * synchronisation that hands the block to another thread. */
         atomic_store_explicit(&r->entries[u & (LEAF_LEN - 1)], entry, memory_order_relaxed);
+        /* The arena's range was published before any of its units became
+         * ours (cm_arena_reserve runs in init), so a unit of it is never
+         * set here without its flat entry. */
+        uintptr_t arena = cm_arena_base(), unit = cm_arena_unit(arena, u << CM_UNIT_SHIFT);
+        if (cm_arena_has_unit(unit)) atomic_store_explicit(cm_arena_entry_at(arena, unit), entry, memory_order_relaxed);
     }
     return true;
 }

@@ -4,7 +4,8 @@
  * and the waiting thread is often moved onto the waker's CPU (see
  * src/arena.c). Round one allocates 96 MiB of 1 KiB blocks: with 4 MiB
  * chunks mapped one by one (three calls each, to align them) that was 72
- * calls; from 32 MiB reservations it is about 9. Round two, after every
+ * calls; from 32 MiB reservations it is about 9 (the _no_arena run), and
+ * none from the arena's reservation (the default). Round two, after every
  * block is freed without a trim, reuses the same address space: nothing
  * more is mapped. Blocks are chained through their first word and
  * pattern-checked before they are freed. */
