@@ -6,10 +6,11 @@
  * units also have the flat page map that free reads (internal.h). When it
  * is used up, or was not made (an address-space limit, `ulimit -v`, or
  * strict overcommit would count it whole; or the OS refused even 256 MiB),
- * chunks are cut from reservations of 32 MiB mapped at once. A chunk of those whose every
- * unit is free keeps its address space (its pages were returned as its
- * spans were) until malloc_trim, or a mapping that fails for want of
- * address space, unmaps it; the reservation's chunks keep theirs.
+ * chunks are cut from reservations of 32 MiB mapped at once. A chunk of
+ * those whose every unit is free keeps its address space (its pages were
+ * returned as its spans were) until malloc_trim, or a mapping that fails
+ * for want of address space, unmaps it; the reservation's chunks keep
+ * theirs.
  *
  * Why reservations, and why free chunks stay: each mmap or munmap of
  * anonymous memory beside the mappings other threads are faulting pages
@@ -56,8 +57,9 @@ static _Atomic size_t arena_chunks_taken;
  * initialisers each reserve; the first to publish its base keeps it, the
  * others give theirs back. */
 void cm_arena_reserve(void) {
-    /* Under an address-space limit or strict overcommit the reservation
-     * would take from what large blocks may use: grow in 32 MiB steps. */
+    /* An address-space limit would count the reservation whole against
+     * what large blocks may map, strict overcommit would charge it whole:
+     * there, grow in 32 MiB steps. */
     size_t want = cm_os_reservations_cost() ? 0 : cm_options.arena_reserve;
     if (want > ((size_t)1 << CM_ARENA_MAX_SHIFT)) want = (size_t)1 << CM_ARENA_MAX_SHIFT;
     _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");

@@ -287,8 +287,6 @@ void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
     return (void *)r;
 }
 
-/* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
- * *len its length; NULL on failure. Free with cm_os_unmap(buf, *cap). */
 /* Whether a large reservation up front would cost: an address-space limit
  * (RLIMIT_AS) counts it whole, and strict overcommit (mode 2, which ignores
  * MAP_NORESERVE) charges it whole against the commit limit. */
@@ -304,6 +302,8 @@ bool cm_os_reservations_cost(void) {
     return r == 1 && mode == '2';
 }
 
+/* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
+ * *len its length; NULL on failure. Free with cm_os_unmap(buf, *cap). */
 char *cm_os_read_file(const char *path, size_t *len, size_t *cap) {
     long fd = raw_syscall6(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
     if (raw_failed(fd)) return NULL;
