@@ -193,6 +193,16 @@ static vdso_clock_fn vdso_lookup(uintptr_t base) {
     return NULL;
 }
 
+/* The first n bytes (at most) of a small file, with raw calls: the bytes
+ * read, or a negative errno. */
+static long read_start(const char *path, void *buf, size_t n) {
+    long fd = raw_syscall6(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+    if (raw_failed(fd)) return fd;
+    long got = raw_syscall6(SYS_read, fd, (long)buf, (long)n, 0, 0, 0);
+    raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+    return got;
+}
+
 /* Read this process's auxiliary vector from /proc with raw calls (getauxval
  * is a libc symbol, and so interposable): the vDSO's address, AT_RANDOM and
  * where the main program's headers are.
@@ -200,10 +210,7 @@ static vdso_clock_fn vdso_lookup(uintptr_t base) {
  * getrandom, the clock and the pid. Every racing initialiser finds the same. */
 void cm_os_init(void) {
     Elf64_auxv_t aux[64];
-    long fd = raw_syscall6(SYS_open, (long)"/proc/self/auxv", O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
-    if (raw_failed(fd)) return;
-    long got = raw_syscall6(SYS_read, fd, (long)aux, sizeof aux, 0, 0, 0);
-    raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+    long got = read_start("/proc/self/auxv", aux, sizeof aux);
     for (long i = 0; !raw_failed(got) && i < got / (long)sizeof aux[0] && aux[i].a_type != AT_NULL; i++) {
         if (aux[i].a_type == AT_RANDOM) {
             uint64_t bytes[2];
@@ -294,12 +301,8 @@ bool cm_os_reservations_cost(void) {
     struct rlimit lim;
     if (raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur != RLIM_INFINITY)
         return true;
-    long fd = raw_syscall6(SYS_open, (long)"/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
-    if (raw_failed(fd)) return false;
     char mode = 0;
-    long r = raw_syscall6(SYS_read, fd, (long)&mode, 1, 0, 0, 0);
-    raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
-    return r == 1 && mode == '2';
+    return read_start("/proc/sys/vm/overcommit_memory", &mode, 1) == 1 && mode == '2';
 }
 
 /* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
