@@ -220,12 +220,11 @@ int cm_impl_trim(void) {
 /* ------------------------------------------------------------ entry points */
 
 /* for the C++ operators (override_new.cpp), which cannot include our C11 headers */
-void *cm_impl_malloc(size_t size) { return cm_malloc_inline(size); }
-void cm_impl_free(void *p) { cm_free_inline(p); }
+CM_HOT_ENTRY void *cm_impl_malloc(size_t size) { return cm_malloc_inline(size); }
+CM_HOT_ENTRY void cm_impl_free(void *p) { cm_free_inline(p); }
 
-
-void *cm_malloc(size_t size) { return cm_malloc_inline(size); }
-void cm_free(void *p) { cm_free_inline(p); }
+CM_HOT_ENTRY void *cm_malloc(size_t size) { return cm_malloc_inline(size); }
+CM_HOT_ENTRY void cm_free(void *p) { cm_free_inline(p); }
 void *cm_calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }
 void *cm_realloc(void *p, size_t size) { return cm_impl_realloc(p, size); }
 void *cm_aligned_alloc(size_t align, size_t size) { return cm_impl_aligned_alloc(align, size); }

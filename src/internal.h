@@ -99,6 +99,11 @@
 #define cm_unlikely(x) __builtin_expect(!!(x), 0)
 #define CM_NOINLINE __attribute__((noinline))
 #define CM_INLINE static inline __attribute__((always_inline))
+/* The entry points whose bodies are the fast paths start a cache line:
+ * where they fall in one otherwise moves with every change elsewhere in
+ * the library, and moving malloc and free from 16 to 48 bytes into their
+ * lines cost threadtest and xmalloc 7% (same instructions). */
+#define CM_HOT_ENTRY __attribute__((aligned(64)))
 #define CM_CACHE_LINE 64
 
 /* ---------------------------------------------------------------- geometry */

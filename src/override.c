@@ -15,8 +15,8 @@
 
 #define CM_EXPORT __attribute__((visibility("default")))
 
-CM_EXPORT void *malloc(size_t size) { return cm_malloc_inline(size); }
-CM_EXPORT void free(void *p) { cm_free_inline(p); }
+CM_HOT_ENTRY CM_EXPORT void *malloc(size_t size) { return cm_malloc_inline(size); }
+CM_HOT_ENTRY CM_EXPORT void free(void *p) { cm_free_inline(p); }
 CM_EXPORT void *calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }
 CM_EXPORT void *realloc(void *p, size_t size) { return cm_impl_realloc(p, size); }
 CM_EXPORT void *reallocarray(void *p, size_t count, size_t size) { return cm_impl_reallocarray(p, count, size); }
@@ -48,7 +48,7 @@ CM_EXPORT void cfree(void *p) { cm_free_inline(p); }
  * this): malloc's fast path, with new's own slow path (the new-handler
  * loop, std::bad_alloc) instead of malloc's NULL. */
 CM_HIDDEN void *cm_new_slow(size_t size);
-CM_HIDDEN void *cm_impl_new(size_t size) {
+CM_HOT_ENTRY CM_HIDDEN void *cm_impl_new(size_t size) {
     void *p = cm_heap_try_pop(cm_my_heap(), size);
     if (cm_likely(p != NULL)) return p;
     return cm_new_slow(size);
