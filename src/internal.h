@@ -33,10 +33,12 @@
  *              descriptor with one load.
  *  heap        what malloc allocates from (heap.c): per size class, the
  *              superblock it is carving or reusing now (its "current"), a
- *              list of its superblocks with free blocks, and a list of
- *              exhausted ones. A heap OWNS its superblocks: only its thread
- *              allocates from them, and that thread's frees go back to the
- *              superblock's own local free list with no atomic instruction.
+ *              list of its other superblocks ("avail": with free blocks,
+ *              or used up while the class had others to turn to), and a
+ *              list of exhausted ones ("parked"). A heap OWNS its
+ *              superblocks: only its thread allocates from them, and that
+ *              thread's frees go back to the superblock's own local free
+ *              list with no atomic instruction.
  *              Every thread has a default heap (what malloc uses); programs
  *              make more with cm_heap_new. A heap's thread is its owner.
  *  bin         per heap and class: the free blocks of the current
