@@ -248,8 +248,8 @@ static bool avail_front_has_free(cm_heap_t *h, unsigned cls) {
  * front has free blocks (a program with live blocks spread over a few
  * superblocks of a class cycles through them, and parking each as it ran
  * dry cost a CAS there and another at its next free: one free in 30 to 40
- * on mimalloc-bench's larson), else parked (or, if remote frees raced in, the caller simply
- * tries again). */
+ * on mimalloc-bench's larson), else parked (or, if remote frees raced in,
+ * the caller simply tries again). */
 static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
     void **bin_head = &h->bin_head[cls];
     if (d->local_free) {
