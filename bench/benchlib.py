@@ -1,10 +1,14 @@
 """benchlib: what bench/run and bench/mimalloc-bench share: the summary
-arithmetic, the machine line of a report, and the small-multiples plots of
-ratios to the baseline allocator."""
+arithmetic, the machine line of a report, a fresh copy of a library for
+each run, and the small-multiples plots of ratios to the baseline
+allocator."""
+import contextlib
 import math
 import os
 import platform
+import shutil
 import sys
+import tempfile
 
 
 def geomean(xs):
@@ -20,6 +24,28 @@ def machine():
     except (OSError, StopIteration):
         pass
     return f"{model}, {os.cpu_count()} cores, Linux {platform.release()}"
+
+
+@contextlib.contextmanager
+def fresh_copy(lib, under):
+    """The path of a new copy of lib, in a new directory under `under` (not
+    /tmp, which may be mounted noexec), for one run (None for None), removed
+    after. The same library in another file can run 40% slower or faster
+    for as long as that file's pages stay where they landed in the page
+    cache (threadtest: 0.088 against 0.062 s, BENCHMARKS.md): with a copy
+    per run, where the pages land is one more thing that varies between
+    repetitions, which the medians absorb, not a bias one allocator carries
+    through a whole run. (glibc's malloc is libc itself and is not copied.)"""
+    if not lib:
+        yield None
+        return
+    directory = tempfile.mkdtemp(prefix="lib-", dir=under)
+    try:
+        path = os.path.join(directory, os.path.basename(lib))
+        shutil.copy(lib, path)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pyplot():
