@@ -13,10 +13,21 @@ cm_desc_t *cm_desc_region;
 static _Atomic uint32_t desc_next_free = 1; /* ref 0 means "none" */
 static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
 
+/* A descriptor handed out again names no owner and no heap: a superblock
+ * handed to the pool under its heap keeps its owner's ref in the old
+ * descriptor, which a later owner-less superblock under it (a take by a
+ * thread past its exit hook, pool.c) must not carry into free's owner test.
+ * Relaxed: a stale reader of the old life only ever compares these. */
+static cm_desc_t *unowned(cm_desc_t *d) {
+    cm_desc_set_owner_used(d, 0, 0);
+    atomic_store_explicit(&d->heap, 0, memory_order_relaxed);
+    return d;
+}
+
 cm_desc_t *cm_desc_alloc(void) {
     if (!cm_desc_region) return NULL;
     cm_desc_t *d = cm_desc_stack_pop(&released);
-    if (d) return d;
+    if (d) return unowned(d);
     /* relaxed: the index is only a ticket; the descriptor's contents are
      * published by whatever lock-free list or page-map entry later names it. */
     uint32_t ref = atomic_fetch_add_explicit(&desc_next_free, 1, memory_order_relaxed);

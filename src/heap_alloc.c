@@ -154,7 +154,12 @@ static void give_up(cm_desc_t *d) {
     void *head = d->local_free;
     uint32_t n = head ? carved_of(d) - cm_desc_used(d) : 0;
     d->local_free = NULL;
-    cm_pool_release(d, head, n);
+    CM_TEST_POINT("give up: before the claim");
+    /* claimed first: the release may walk the local list, and a remote free
+     * that found every block free could hand the span on meanwhile */
+    cm_desc_set_used(d, CM_USED_CURRENT);
+    if (cm_pool_claim(d)) cm_pool_release(d, head, n);
+    else cm_pool_drop(d);
 }
 
 /* d, on avail, has every block free: it stays at the front of avail for the
@@ -320,7 +325,9 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
         if (bin->avail) {
             d = desc(bin->avail);
             list_unlink(&bin->avail, d);
-            make_current(bin, d);
+            cm_desc_set_used(d, CM_USED_CURRENT); /* before the claim (cm_pool_claim) */
+            if (cm_pool_claim(d)) make_current(bin, d);
+            else cm_pool_drop(d);
             continue;
         }
         if ((++h->refills & 63) == 0) cm_pool_decay();
@@ -495,7 +502,16 @@ void cm_heap_gather(cm_heap_t *h) {
     cm_heap_drain_mailbox(h);
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
         settle_current(h, c);
-        for (uint32_t r = h->bins[c].avail; r; r = desc(r)->link) take_remote_into_local(h, desc(r));
+        for (uint32_t r = h->bins[c].avail, next; r; r = next) {
+            cm_desc_t *d = desc(r);
+            next = d->link;
+            if (cm_pool_claim(d)) {
+                take_remote_into_local(h, d);
+            } else { /* a remote free handed it to the pool */
+                list_unlink(&h->bins[c].avail, d);
+                cm_pool_drop(d);
+            }
+        }
     }
     for (uint32_t r = h->parked, next; r; r = next) {
         next = desc(r)->link;

@@ -152,6 +152,10 @@ static int visit_all(cm_heap_t *h, const batches_t *bt, cm_block_visitor fn, voi
 
 int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
     cm_heap_check_owner(h, "cm_heap_visit");
+    /* published by the claim of every superblock in the gather and the
+     * unpark below (release CASes on their anchors, pool.c): from there on
+     * no remote free hands one of them to the pool */
+    atomic_store_explicit(&h->visiting, 1, memory_order_relaxed);
     batches_t bt = {0};
     collect_batches(h, &bt);
     cm_heap_gather(h);
@@ -160,5 +164,6 @@ int cm_heap_visit(cm_heap_t *h, cm_block_visitor fn, void *arg) {
     cm_heap_unpark_all(h);
     int rc = visit_all(h, &bt, fn, arg);
     if (bt.map_bytes) cm_os_unmap(bt.list, bt.map_bytes);
+    atomic_store_explicit(&h->visiting, 0, memory_order_relaxed);
     return rc;
 }

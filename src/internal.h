@@ -67,6 +67,11 @@
  *
  * Superblock states (anchor.state):
  *  OWNED     a heap owns it; the anchor list holds remote frees (count).
+ *            On the heap's avail list, the remote free that brings its
+ *            last block back (its used count equals count then) moves its
+ *            span to the pool as below; the heap claims it with a CAS
+ *            before it allocates from it again (cm_pool_claim), and drops
+ *            the old descriptor if it finds it retired.
  *  OWNED_FULL  OWNED, and parked by its heap as exhausted; remote frees
  *            keep it so (the first tells the heap, through its mailbox)
  *            until the heap takes it back (OWNED). The remote free that
@@ -81,8 +86,8 @@
  *            (or held by the one thread that just popped it).
  *  RETIRING  all blocks free; one thread owns it and is returning its memory.
  *  EMPTY     memory and span returned while the descriptor sat on a list
- *            (a partial stack, a heap's parked list): whoever takes it off
- *            releases the descriptor to the pool.
+ *            (a partial stack, a heap's avail or parked list): whoever
+ *            takes it off releases the descriptor to the pool.
  *  DETACHED  RETIRING, but the thread that took it off its list saw that
  *            and left it: the retiring thread must recycle it.
  */
@@ -315,16 +320,18 @@ CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
 /* used - 1 by d's owner on the free fast path. On x86-64 one subtract on
  * the word in memory, where the compiler spends three instructions on a
  * load it cannot fuse with an atomic store (keep a copy, subtract, store).
- * It is a relaxed store of the new value: the word is aligned, so others
- * read the old or the new whole, and only the owner writes it. Where the
- * instruction is not that, or ThreadSanitizer must see the store, the
- * plain atomic store. */
+ * It is a release store of the new value: the word is aligned, so others
+ * read the old or the new whole, and only the owner writes it; x86 orders
+ * it after the block's link, which a remote free that reads the count and
+ * hands d to the pool (pool.c, rehome_if_idle) must not see written later.
+ * Where the instruction is not that, or ThreadSanitizer must see the
+ * store, the atomic store. */
 CM_INLINE void cm_desc_used_dec(cm_desc_t *d, uint64_t owner_used) {
 #if defined(__x86_64__) && !defined(CM_TSAN)
     (void)owner_used;
-    __asm__ volatile("subq $1, %0" : "+m"(*(uint64_t *)&d->owner_used) : : "cc");
+    __asm__ volatile("subq $1, %0" : "+m"(*(uint64_t *)&d->owner_used) : : "cc", "memory");
 #else
-    atomic_store_explicit(&d->owner_used, owner_used - 1, memory_order_relaxed);
+    atomic_store_explicit(&d->owner_used, owner_used - 1, memory_order_release);
 #endif
 }
 
@@ -543,6 +550,15 @@ CM_HIDDEN bool cm_pool_park(cm_desc_t *d);
  * come back and the decay pass (or malloc_trim) retired d meanwhile: its
  * memory is gone and the descriptor no longer the caller's. */
 CM_HIDDEN bool cm_pool_unpark(cm_desc_t *d);
+/* The owner takes d, off its lists, back into use (its bin's current
+ * superblock, or a visit's): true, or false if a remote free found every
+ * block free and handed d's span to the pool (then cm_pool_drop d). Set
+ * first what keeps remote frees from doing so from now on: d's used count
+ * CM_USED_CURRENT, or the heap's visiting flag. */
+CM_HIDDEN bool cm_pool_claim(cm_desc_t *d);
+/* The owner lets go of d, whose span was handed to the pool under it (a
+ * failed cm_pool_claim): the descriptor is released. */
+CM_HIDDEN void cm_pool_drop(cm_desc_t *d);
 /* Free the chain head..tail of n blocks of d (linked, tail's link to be
  * set here) from a thread that does not own d: one CAS (the common case, d
  * owned and not parked, takes a short path). */
@@ -741,6 +757,9 @@ struct cm_heap {
      * (remote.c), and it may take superblocks holding others' live blocks.
      * Atomic: remote freers read it through a heap ref that may be stale. */
     _Atomic uint8_t lasting;
+    /* 1 while cm_heap_visit walks it: remote frees hand none of its
+     * superblocks to the pool meanwhile (pool.c, rehome_if_idle) */
+    _Atomic uint8_t visiting;
     _Atomic uint32_t pool_next;  /* next free record, while in the pool */
     _Atomic uint32_t mailbox[CM_MAILBOX_SLOTS]; /* superblocks unparked by remote frees */
     _Atomic uint32_t overflow;   /* the mailbox was full: scan the parked list */

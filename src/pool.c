@@ -131,23 +131,30 @@ static void unkeep(cm_desc_t *d, unsigned cls) {
     atomic_fetch_sub_explicit(&kept_in_class[cm_space_of(d->base)][cls], 1, memory_order_relaxed);
 }
 
-/* Parked d's every block came back by remote frees, the last of them ours
- * (its anchor is now a): its heap is away. Its span goes to the pool as it
- * is, committed and kept like any fully free superblock, under a new
- * descriptor (the old one sits on the heap's parked list, whose links only
- * the heap may touch: it stays there, retired, for the heap to drop). Left
- * parked until its heap's next refill, such spans idled while other heaps
- * made new superblocks: 4 producers and 4 consumers (xmalloc-test -w 4)
- * reached 1.5-2x the program's live data. Past the budget for kept
- * superblocks, it is retired. The CAS fails if the heap took d back first. */
-static void rehome_parked(cm_desc_t *d, cm_anchor_t a) {
+/* Every block of owned d is free, the last of them freed by us (its anchor
+ * is now a), and its heap is away: it is parked and every block came back
+ * by remote frees, or it waits on an avail list while its owner frees
+ * nothing and allocates nothing of its class (a thread that allocated what
+ * others free, and sleeps). Its span goes to the pool, committed and kept
+ * like any fully free superblock (carved anew by its next owner: the free
+ * blocks' links are partly the old owner's to read), under a new
+ * descriptor: the old one is on a list of its heap, whose links only the
+ * heap may touch, and stays there, retired, for the heap to drop
+ * (cm_pool_unpark, cm_pool_claim). Left with their heaps, such spans idled
+ * while other heaps made new superblocks: 4 producers and 4 consumers
+ * (xmalloc-test -w 4) reached 1.5-2x the program's live data, and
+ * larson's main thread, which allocates every worker's first blocks and
+ * then sleeps, held a third of the run's superblocks. Past the budget for
+ * kept superblocks, it is retired. The CAS fails if the heap took d back
+ * first, or another free or claim changed its anchor. */
+static void rehome(cm_desc_t *d, cm_anchor_t a) {
     unsigned cls = cm_desc_class(d);
     size_t bytes = span_size(d);
     cm_desc_t *home = NULL;
     if (keep_empty(bytes) && !(home = cm_desc_alloc())) unkeep_bytes(bytes);
     CM_TEST_POINT("rehome: before the CAS");
-    /* acquire: every remote free into d happens before its blocks are
-     * handed on or its pages returned */
+    /* acquire: every free into d happens before its blocks are handed on
+     * or its pages returned */
     if (!atomic_compare_exchange_strong_explicit(&d->anchor, &a, cm_anchor_next(a, CM_RETIRING, 0, 0),
                                                  memory_order_acquire, memory_order_relaxed)) {
         if (home) {
@@ -163,13 +170,11 @@ static void rehome_parked(cm_desc_t *d, cm_anchor_t a) {
     home->base = d->base;
     home->span_shift = d->span_shift;
     atomic_store_explicit(&home->size_class, (uint8_t)cls, memory_order_relaxed);
-    atomic_store_explicit(&home->carved, cm_class_info[cls].max_count, memory_order_relaxed);
-    /* free since the give-back that stamped d a moment ago */
+    atomic_store_explicit(&home->carved, 0, memory_order_relaxed);
     atomic_store_explicit(&home->idle_since, atomic_load_explicit(&d->idle_since, memory_order_relaxed),
                           memory_order_relaxed);
     atomic_store_explicit(&home->anchor,
-                          cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL,
-                                         cm_anchor_avail(a), cm_anchor_count(a)),
+                          cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL, 0, 0),
                           memory_order_relaxed);
     cm_pagemap_set((uintptr_t)home->base, bytes, cm_entry_make(cm_desc_ref(home), cls));
     let_go(d, true);
@@ -179,6 +184,12 @@ static void rehome_parked(cm_desc_t *d, cm_anchor_t a) {
 }
 
 /* ------------------------------------------------------------ taking from the pool */
+
+/* Anchor a says the superblock was handed to the pool (or retired) while
+ * its descriptor stayed on one of its heap's lists (rehome, decay). */
+static bool was_rehomed(cm_anchor_t a) {
+    return cm_anchor_state(a) == CM_RETIRING || cm_anchor_state(a) == CM_EMPTY;
+}
 
 /* d, taken off a list (a partial stack, a heap's parked list) by the thread
  * that found its anchor *a RETIRING or EMPTY, leaves that thread's hands:
@@ -199,8 +210,14 @@ static bool drop_retired(cm_desc_t *d, cm_anchor_t *a) {
  * its free list; OWNED: taking the superblock, the list staying on its
  * anchor). Returns the anchor it had, or 0 if d had been retired meanwhile. */
 static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
+    /* Owned, d is its heap's current superblock: before it becomes OWNED,
+     * its used count (the last owner's until now) must say so, or a remote
+     * free could find it equal to the anchor list's length and hand d to
+     * the pool under its new owner (rehome_if_idle). The CAS publishes it. */
+    if (to == CM_OWNED) cm_desc_set_used(d, CM_USED_CURRENT);
     /* acquire: pairs with the release CAS of every free into d, so the
-     * links they wrote into the blocks are visible before we follow them. */
+     * links they wrote into the blocks are visible before we follow them;
+     * release: the used count above */
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
     for (;;) {
         switch (cm_anchor_state(a)) {
@@ -208,7 +225,7 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
             uint32_t keep = to == CM_OWNED ? cm_anchor_count(a) : 0;
             if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a,
                                                        cm_anchor_next(a, to, keep ? cm_anchor_avail(a) : 0, keep),
-                                                       memory_order_acquire, memory_order_acquire))
+                                                       memory_order_acq_rel, memory_order_acquire))
                 continue;
             if (cm_anchor_count(a) == carved_of(d)) unkeep(d, cls);
             return a;
@@ -321,13 +338,11 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
 
 cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner, bool reclaim) {
     cm_anchor_t a;
-    uint32_t used = 0;
     /* A heap that can be destroyed frees every block of its superblocks
      * then: it starts none that holds another heap's live blocks (an exited
      * thread's, which stay valid). */
     cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, !reclaim, &a);
-    if (d) {
-        used = carved_of(d); /* its free blocks wait on the anchor list */
+    if (d) { /* its free blocks wait on the anchor list */
         d->dirty = 1;
     } else {
         d = take_over_empty(cls, CM_OWNED, space);
@@ -340,7 +355,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
      * finds its own ref only where it stored it) and to find the heap to
      * notify, which it validates */
     atomic_store_explicit(&d->heap, heap, memory_order_relaxed);
-    cm_desc_set_owner_used(d, owner, used);
+    cm_desc_set_owner_used(d, owner, CM_USED_CURRENT); /* the caller makes it its current superblock */
     return d;
 }
 
@@ -362,7 +377,7 @@ static void *chain_tail(void *head, uint32_t n) {
  * if the list has blocks to link it to). From OWNED the owner releases d
  * (`release`); a remote free leaves an owned d owned, and a parked one
  * parked (if every block came back, the caller hands it to the pool:
- * rehome_parked); from FULL/PARTIAL, blocks come back to a superblock no heap
+ * rehome); from FULL/PARTIAL, blocks come back to a superblock no heap
  * owns. A superblock no heap owns whose every block is free is kept
  * committed (budget) or retired. Returns the anchor it replaced. */
 static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, bool release, cm_anchor_t *now) {
@@ -417,18 +432,41 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
     return old;
 }
 
+/* Owned d, whose anchor list our free just made a, has every block free:
+ * its used count (exact while d waits on an avail list: the carved blocks
+ * not on its local list) is the anchor list's length. Then d goes to the
+ * pool, where any heap may take it: its owner, if it is still allocating,
+ * gets it back from there at its next refill, but an owner that has gone
+ * idle would hold it until it woke. Not while its heap is being visited (a
+ * visit walks its avail superblocks, which must stay put). The owner sets
+ * CM_USED_CURRENT (or its heap's visiting flag) before the CAS with which
+ * it takes d back into use (cm_pool_claim); our free's CAS read that CAS's
+ * value or an earlier one: if later, its acquire makes the owner's store
+ * visible to the loads here; if earlier, the claim's CAS or ours in
+ * rehome fails, whichever comes second. A stale used count is only ever
+ * larger (an avail superblock's count only falls until it is claimed), so
+ * it cannot make d look free. */
+static void rehome_if_idle(cm_desc_t *d, cm_anchor_t a) {
+    if (cm_anchor_count(a) != cm_desc_used(d)) return;
+    cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
+    if (h && atomic_load_explicit(&h->visiting, memory_order_relaxed)) return;
+    atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
+    rehome(d, a);
+}
+
 void cm_pool_free_remote(cm_desc_t *d, void *head, void *tail, uint32_t n) {
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed);
     uint32_t idx = cm_desc_block_index(d, head), max = cm_class_info[cm_desc_class(d)].max_count;
     while (cm_anchor_state(old) == CM_OWNED) {
         if (cm_unlikely(cm_anchor_count(old) + n > max)) cm_fatal("free", "double free", head);
         cm_block_set_next(tail, cm_anchor_count(old) ? cm_desc_block(d, cm_anchor_avail(old)) : NULL);
+        cm_anchor_t new = cm_anchor_next(old, CM_OWNED, idx, cm_anchor_count(old) + n);
         /* release: the links and the blocks' last contents reach the owner,
-         * whose take of the list is an acquire */
-        if (atomic_compare_exchange_weak_explicit(&d->anchor, &old,
-                                                  cm_anchor_next(old, CM_OWNED, idx, cm_anchor_count(old) + n),
-                                                  memory_order_release, memory_order_relaxed))
+         * whose take of the list is an acquire; acquire: rehome_if_idle */
+        if (atomic_compare_exchange_weak_explicit(&d->anchor, &old, new, memory_order_acq_rel, memory_order_relaxed)) {
+            rehome_if_idle(d, new);
             return;
+        }
     }
     cm_pool_return_chain(d, head, tail, n);
 }
@@ -446,7 +484,7 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
         /* every block back: to the pool, for any heap; the decay pass also
          * runs from refills, which a thread that only frees never does */
         if (parked_all_back(new, cm_desc_class(d))) {
-            rehome_parked(d, new);
+            rehome(d, new);
             cm_pool_decay();
         }
     } else if (cm_anchor_state(new) == CM_RETIRING) {
@@ -474,9 +512,13 @@ void cm_pool_discard(cm_desc_t *d) {
     d->at = CM_AT_NONE;
     cm_anchor_t old = atomic_load_explicit(&d->anchor, memory_order_relaxed);
     /* acquire: remote frees into d happen before its pages are returned */
-    while (!atomic_compare_exchange_weak_explicit(&d->anchor, &old, cm_anchor_next(old, CM_RETIRING, 0, 0),
-                                                  memory_order_acquire, memory_order_relaxed)) {
-    }
+    do {
+        if (was_rehomed(old)) {
+            cm_pool_drop(d);
+            return;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&d->anchor, &old, cm_anchor_next(old, CM_RETIRING, 0, 0),
+                                                    memory_order_acquire, memory_order_relaxed));
     retire(d, false);
 }
 
@@ -518,10 +560,11 @@ bool cm_pool_unpark(cm_desc_t *d) {
              * CAS expects this very anchor). acquire: failing, d may be
              * found retired and its descriptor released here (the
              * success order may be no weaker); the anchor list itself is
-             * taken later, with its own acquire. */
+             * taken later, with its own acquire. release: as in
+             * cm_pool_claim (a visit unparks everything). */
             if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a,
                                                        cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
-                                                       memory_order_acquire, memory_order_acquire))
+                                                       memory_order_acq_rel, memory_order_acquire))
                 continue;
             return true;
         case CM_RETIRING:
@@ -531,6 +574,27 @@ bool cm_pool_unpark(cm_desc_t *d) {
         default:
             cm_fatal("malloc", "superblock pool corrupted at", d->base);
         }
+    }
+}
+
+bool cm_pool_claim(cm_desc_t *d) {
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_relaxed);
+    for (;;) {
+        if (was_rehomed(a)) return false;
+        if (cm_anchor_state(a) != CM_OWNED) cm_fatal("malloc", "superblock pool corrupted at", d->base);
+        /* release: publishes the caller's CM_USED_CURRENT or visiting flag
+         * to the remote free whose CAS comes next (rehome_if_idle); acquire:
+         * failing, d may be found rehomed and dropped */
+        if (atomic_compare_exchange_weak_explicit(&d->anchor, &a,
+                                                  cm_anchor_next(a, CM_OWNED, cm_anchor_avail(a), cm_anchor_count(a)),
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return true;
+    }
+}
+
+void cm_pool_drop(cm_desc_t *d) {
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    while (!drop_retired(d, &a)) {
     }
 }
 

@@ -3,10 +3,14 @@
  * block back, but it never comes to look. That memory must go back to the OS
  * anyway: at once with cm_trim, and by the decay pass (CAGEMALLOC_DECAY_MS,
  * set short by the test's environment) while other threads keep allocating,
- * or only keep freeing.
+ * or only keep freeing. In the last round the sleeper frees every other
+ * block itself before it hands the rest over, so its superblocks wait on
+ * its avail lists, not parked: the other thread's frees must hand them to
+ * the pool too (as larson's main thread leaves its workers' first blocks).
  * The sleeper then wakes and allocates and frees again, its data verified.
- * Before the fix, trim and decay reached only the pool, never a parked
- * superblock: nothing came back until the sleeper woke. */
+ * Before the fixes, trim and decay reached only the pool, never a parked
+ * superblock, and no superblock on an avail list came back at all: nothing
+ * came back until the sleeper woke. */
 #include "core_util.h"
 
 #include <pthread.h>
@@ -29,10 +33,20 @@ static void fill_all(void) {
     }
 }
 
+static void free_every_other(int first) {
+    for (int i = first; i < BLOCKS; i += 2) {
+        CMT_VERIFY(blocks[i], SIZE, (unsigned)i, "block");
+        cm_free(blocks[i]);
+    }
+}
+
+#define ROUNDS 4
+
 static void *sleeper(void *arg) {
     (void)arg;
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < ROUNDS; round++) {
         fill_all();
+        if (round == ROUNDS - 1) free_every_other(1);
         sem_post(&handed);
         sem_wait(&wake); /* sleeps while the other thread frees everything */
     }
@@ -121,10 +135,20 @@ int main(void) {
               by_frees >> 10, bytes >> 11);
     sem_post(&wake);
 
+    /* round 4: superblocks on the sleeper's avail lists, every block free */
+    sem_wait(&handed);
+    free_every_other(0);
+    before = returned();
+    CMT_CHECK(cm_trim() == 1, "cm_trim returned nothing of the sleeper's avail superblocks");
+    size_t by_avail = returned() - before;
+    CMT_CHECK(by_avail >= want, "cm_trim gave back %zu KiB of the sleeper's %zu KiB on its avail lists",
+              by_avail >> 10, bytes >> 10);
+    sem_post(&wake);
+
     sem_wait(&done);
     pthread_join(t, NULL);
     printf("edge_idle_owner: the sleeper's %zu KiB, freed by another thread: %zu KiB back by cm_trim, "
-           "%zu KiB by decay, %zu KiB (of the first half) by decay run from frees\n", bytes >> 10, by_trim >> 10,
-           by_decay >> 10, by_frees >> 10);
+           "%zu KiB by decay, %zu KiB (of the first half) by decay run from frees, %zu KiB from its avail lists by "
+           "cm_trim\n", bytes >> 10, by_trim >> 10, by_decay >> 10, by_frees >> 10, by_avail >> 10);
     return 0;
 }
