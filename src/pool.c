@@ -136,8 +136,7 @@ static void unkeep(cm_desc_t *d, unsigned cls) {
  * by remote frees, or it waits on an avail list while its owner frees
  * nothing and allocates nothing of its class (a thread that allocated what
  * others free, and sleeps). Its span goes to the pool, committed and kept
- * like any fully free superblock (carved anew by its next owner: the free
- * blocks' links are partly the old owner's to read), under a new
+ * like any fully free superblock, under a new
  * descriptor: the old one is on a list of its heap, whose links only the
  * heap may touch, and stays there, retired, for the heap to drop
  * (cm_pool_unpark, cm_pool_claim). Left with their heaps, such spans idled
@@ -167,14 +166,22 @@ static void rehome(cm_desc_t *d, cm_anchor_t a) {
         retire(d, true);
         return;
     }
+    /* Every carved block on the anchor list (a parked superblock, or one
+     * whose owner's local list is empty): the list goes with the span, and
+     * the next owner takes it whole at its first refill. Else the span is
+     * carved anew: the rest of the free blocks are on the old owner's local
+     * list, whose links only it may read. */
+    uint32_t carved = carved_of(d);
+    bool whole_list = cm_anchor_count(a) == carved;
     home->base = d->base;
     home->span_shift = d->span_shift;
     atomic_store_explicit(&home->size_class, (uint8_t)cls, memory_order_relaxed);
-    atomic_store_explicit(&home->carved, 0, memory_order_relaxed);
+    atomic_store_explicit(&home->carved, whole_list ? carved : 0, memory_order_relaxed);
     atomic_store_explicit(&home->idle_since, atomic_load_explicit(&d->idle_since, memory_order_relaxed),
                           memory_order_relaxed);
     atomic_store_explicit(&home->anchor,
-                          cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL, 0, 0),
+                          cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL,
+                                         whole_list ? cm_anchor_avail(a) : 0, whole_list ? carved : 0),
                           memory_order_relaxed);
     cm_pagemap_set((uintptr_t)home->base, bytes, cm_entry_make(cm_desc_ref(home), cls));
     let_go(d, true);
