@@ -23,31 +23,15 @@
  *     threads did so in 1 run of 5). */
 #include <pthread.h>
 #include <semaphore.h>
-#include <stdatomic.h>
-#include <string.h>
 
-#include "internal.h"
-#include "unit_check.h"
-
-#define SIZE 8192
-#define PER_SB 8
+#include "unit_superblock_s.h"
 
 enum { ROUND_HAND_OVER = 1, ROUND_CLAIM_FIRST, ROUND_GIVE_UP };
 
-static cm_desc_t *victim;
-static char *span;
-static void *blocks[PER_SB], *mains[PER_SB];
+static void *mains[PER_SB];
 static sem_t filled, go_on, claim_now, claimed, paused_sem, resume;
-static int round_no, paused;
+static int paused;
 static pthread_t owner_thread;
-
-static int holds(const char *p, size_t n, unsigned char v) {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)p[i] != v) return 0;
-    return 1;
-}
-
-static int in_span(const void *p) { return (const char *)p >= span && (const char *)p < span + PER_SB * SIZE; }
 
 static void interleave(const char *point) {
     if (paused) return;
@@ -63,37 +47,11 @@ static void interleave(const char *point) {
     }
 }
 
-/* The owner fills S and frees block 0 itself (S stays current). */
-static void fill_s(void) {
-    for (int i = 0; i < PER_SB; i++) {
-        blocks[i] = cm_malloc(SIZE);
-        CHECK(blocks[i], "allocation");
-        memset(blocks[i], 0x11 * round_no, SIZE);
-    }
-    victim = cm_pool_desc_of(blocks[0]);
-    span = victim->base;
-    CHECK(cm_class_info[cm_desc_class(victim)].max_count == PER_SB, "8 blocks of 8192 B per superblock");
-    for (int i = 0; i < PER_SB; i++) CHECK(cm_pool_desc_of(blocks[i]) == victim, "S's blocks share a superblock");
-    cm_free(blocks[0]);
-}
-
-/* n blocks of SIZE filled with 0x5a, checked; how many were S's. */
-static int allocate_and_count_s(void **more, int n) {
-    int from_s = 0;
-    for (int i = 0; i < n; i++) {
-        more[i] = cm_malloc(SIZE);
-        CHECK(more[i], "allocation");
-        memset(more[i], 0x5a, SIZE);
-        from_s += in_span(more[i]);
-    }
-    for (int i = 0; i < n; i++) CHECK(holds(more[i], SIZE, 0x5a), "a live block lost its data");
-    return from_s;
-}
-
 static void *owner(void *arg) {
     (void)arg;
     void *more[PER_SB];
     fill_s();
+    cm_free(blocks[0]); /* S stays current, block 0 on its local list */
     if (round_no == ROUND_GIVE_UP) {
         sem_post(&filled);
         return NULL; /* the exit hook gives S up */
@@ -119,23 +77,11 @@ static void *owner(void *arg) {
     return NULL;
 }
 
-static void free_s_rest(void) {
-    for (int i = 1; i < PER_SB; i++) {
-        CHECK(holds(blocks[i], SIZE, (unsigned char)(0x11 * round_no)), "S's block %d lost its data", i);
-        cm_free(blocks[i]);
-    }
-    cm_remote_flush(); /* this thread's batched remote frees go to S: the last one decides */
-}
-
 /* A new heap of the main thread (with no superblock of its own yet) gets
  * exactly S's span's PER_SB blocks, filled with v. */
 static cm_heap_t *main_heap;
 static void take_s_span(unsigned char v) {
-    cm_desc_t *home = cm_pool_desc_of(span);
-    CHECK(home && home != victim, "S's span was not handed to the pool under a new descriptor");
-    cm_anchor_t a = atomic_load(&home->anchor);
-    CHECK(cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == atomic_load(&home->carved),
-          "S's span is not in the pool with every block free");
+    check_s_in_pool();
     main_heap = cm_heap_new();
     CHECK(main_heap, "cm_heap_new");
     for (int i = 0; i < PER_SB; i++) {
@@ -171,14 +117,14 @@ int main(void) {
     cm_test_hook = interleave;
 
     start_round(ROUND_HAND_OVER);
-    free_s_rest();
+    free_s_from(1);
     take_s_span(0x66);
     sem_post(&go_on);
     pthread_join(owner_thread, NULL);
     release_mains(0x66);
 
     start_round(ROUND_CLAIM_FIRST);
-    free_s_rest();
+    free_s_from(1);
     CHECK(paused, "the hand-over's pause point was not reached");
     CHECK(cm_anchor_state(atomic_load(&victim->anchor)) == CM_OWNED, "the hand-over changed S after its owner claimed it");
     sem_post(&go_on);
@@ -186,7 +132,7 @@ int main(void) {
 
     start_round(ROUND_GIVE_UP);
     sem_wait(&paused_sem);
-    free_s_rest();
+    free_s_from(1);
     take_s_span(0x77);
     sem_post(&resume);
     pthread_join(owner_thread, NULL);

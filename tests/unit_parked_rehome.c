@@ -15,28 +15,13 @@
  *     the owner, coming back, drops the old descriptor and allocates on. */
 #include <pthread.h>
 #include <semaphore.h>
-#include <stdatomic.h>
-#include <string.h>
 
-#include "internal.h"
-#include "unit_check.h"
-
-#define SIZE 8192
-#define PER_SB 8
+#include "unit_superblock_s.h"
 
 enum { ROUND_TAKE_BACK = 1, ROUND_TRIM, ROUND_REUSE };
 
-static cm_desc_t *victim;
-static char *span;
-static void *blocks[PER_SB];
 static sem_t filled, go_on, take_back, taken_back;
-static int round_no, paused;
-
-static int holds(const char *p, size_t n, unsigned char v) {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)p[i] != v) return 0;
-    return 1;
-}
+static int paused;
 
 /* Runs at every test point; acts once per round, at the hand-over's pause. */
 static void interleave(const char *point) {
@@ -53,31 +38,10 @@ static void interleave(const char *point) {
 
 /* The owner fills S and parks it (the next block starts a new superblock). */
 static void *fill_and_park(void) {
-    for (int i = 0; i < PER_SB; i++) {
-        blocks[i] = cm_malloc(SIZE);
-        CHECK(blocks[i], "allocation");
-        memset(blocks[i], 0x11 * round_no, SIZE);
-    }
-    victim = cm_pool_desc_of(blocks[0]);
-    span = victim->base;
-    CHECK(cm_class_info[cm_desc_class(victim)].max_count == PER_SB, "8 blocks of 8192 B per superblock");
-    for (int i = 0; i < PER_SB; i++) CHECK(cm_pool_desc_of(blocks[i]) == victim, "S's blocks share a superblock");
+    fill_s();
     void *next = cm_malloc(SIZE);
     CHECK(next && cm_anchor_state(atomic_load(&victim->anchor)) == CM_OWNED_FULL, "S parked");
     return next;
-}
-
-/* The owner's blocks of SIZE until S's come back: how many were S's. */
-static int allocate_and_count_s(void **more, int n) {
-    int from_s = 0;
-    for (int i = 0; i < n; i++) {
-        more[i] = cm_malloc(SIZE);
-        CHECK(more[i], "allocation");
-        memset(more[i], 0x5a, SIZE);
-        from_s += (char *)more[i] >= span && (char *)more[i] < span + PER_SB * SIZE;
-    }
-    for (int i = 0; i < n; i++) CHECK(holds(more[i], SIZE, 0x5a), "a live block lost its data");
-    return from_s;
 }
 
 static void *owner(void *arg) {
@@ -118,19 +82,11 @@ static void *owner(void *arg) {
     return NULL;
 }
 
-static void free_s_blocks(void) {
-    for (int i = 0; i < PER_SB; i++) {
-        CHECK(holds(blocks[i], SIZE, (unsigned char)(0x11 * round_no)), "S's block %d lost its data", i);
-        cm_free(blocks[i]);
-    }
-    cm_remote_flush(); /* this thread's batched remote frees go to S: the last one hands S over */
-}
-
 /* Once the owner parked S: free S's blocks, the hand-over pausing once. */
 static void free_paused(void) {
     sem_wait(&filled);
     paused = 0;
-    free_s_blocks();
+    free_s_from(0);
     CHECK(paused, "round %d: the hand-over's pause point was not reached", round_no);
 }
 
@@ -156,17 +112,12 @@ int main(void) {
 
     sem_wait(&filled);
     cm_test_hook = NULL;
-    free_s_blocks();
-    cm_desc_t *home = cm_pool_desc_of(span);
-    CHECK(home && home != victim, "S's span was not handed to the pool under a new descriptor");
-    cm_anchor_t a = atomic_load(&home->anchor);
-    CHECK(cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == atomic_load(&home->carved),
-          "S's span is not in the pool with every block free");
+    free_s_from(0);
+    check_s_in_pool();
     void *mine[PER_SB];
     for (int i = 0; i < PER_SB; i++) {
         mine[i] = cm_malloc(SIZE);
-        CHECK((char *)mine[i] >= span && (char *)mine[i] < span + PER_SB * SIZE,
-              "the main thread's block %d is not from S's span", i);
+        CHECK(in_span(mine[i]), "the main thread's block %d is not from S's span", i);
         memset(mine[i], 0x77, SIZE);
     }
     sem_post(&go_on);
