@@ -132,11 +132,9 @@ static void unkeep(cm_desc_t *d, unsigned cls) {
 }
 
 /* Every block of owned d is free, the last of them freed by us (its anchor
- * is now a), and its heap is away: it is parked and every block came back
- * by remote frees, or it waits on an avail list while its owner frees
- * nothing and allocates nothing of its class (a thread that allocated what
- * others free, and sleeps). Its span goes to the pool, committed and kept
- * like any fully free superblock, under a new
+ * is now a): it is parked and every block came back by remote frees, or it
+ * waits on an avail list (rehome_if_idle). Its span goes to the pool,
+ * committed and kept like any fully free superblock, under a new
  * descriptor: the old one is on a list of its heap, whose links only the
  * heap may touch, and stays there, retired, for the heap to drop
  * (cm_pool_unpark, cm_pool_claim). Left with their heaps, such spans idled
