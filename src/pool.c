@@ -177,14 +177,22 @@ static void rehome(cm_desc_t *d, cm_anchor_t a) {
     atomic_store_explicit(&home->carved, whole_list ? carved : 0, memory_order_relaxed);
     atomic_store_explicit(&home->idle_since, atomic_load_explicit(&d->idle_since, memory_order_relaxed),
                           memory_order_relaxed);
+    cm_pagemap_set((uintptr_t)home->base, bytes, cm_entry_make(cm_desc_ref(home), cls));
+    atomic_fetch_add_explicit(&kept_in_class[cm_space_of(home->base)][cls], 1, memory_order_relaxed);
+    /* Last, home becomes a kept superblock: the trim and decay passes look
+     * at every descriptor, pushed or not, and may retire it from here on
+     * (then the push below lists it EMPTY, for its popper to drop). Before,
+     * a pass retired homes still being built, and its page-map entries and
+     * ours crossed: spans whose entries named a descriptor reused elsewhere.
+     * release: the pass, which acquires the anchor, sees home's fields and
+     * entries (so its retire's entries come after ours) */
     atomic_store_explicit(&home->anchor,
                           cm_anchor_next(atomic_load_explicit(&home->anchor, memory_order_relaxed), CM_PARTIAL,
                                          whole_list ? cm_anchor_avail(a) : 0, whole_list ? carved : 0),
-                          memory_order_relaxed);
-    cm_pagemap_set((uintptr_t)home->base, bytes, cm_entry_make(cm_desc_ref(home), cls));
+                          memory_order_release);
+    CM_TEST_POINT("rehome: home kept");
     let_go(d, true);
-    atomic_fetch_add_explicit(&kept_in_class[cm_space_of(home->base)][cls], 1, memory_order_relaxed);
-    /* its release publishes home's fields (relaxed above) to the popper */
+    /* its release publishes home to the popper */
     cm_desc_stack_push(stack_for(home, cm_my_ref()), home);
 }
 

@@ -12,21 +12,32 @@
  *     the hand-over must leave S retired (its pages gone; nothing in the pool).
  *  3. No pause: S's span is in the pool under a new descriptor, every block
  *     free, and the main thread's next 8 blocks of 8192 B are exactly S's;
- *     the owner, coming back, drops the old descriptor and allocates on. */
+ *     the owner, coming back, drops the old descriptor and allocates on.
+ *  4. The hand-over pauses once the new descriptor is a kept superblock,
+ *     before it is listed, and trim runs in the pause: it retires the span,
+ *     whose page-map entries (both maps alike) must end up retired (class 0),
+ *     and the listed, retired descriptor is dropped by the next taker.
+ *     (Before the fix, the descriptor was kept before its entries were
+ *     written: they ended up naming it, retired and soon reused.) */
 #include <pthread.h>
 #include <semaphore.h>
 
 #include "unit_superblock_s.h"
 
-enum { ROUND_TAKE_BACK = 1, ROUND_TRIM, ROUND_REUSE };
+enum { ROUND_TAKE_BACK = 1, ROUND_TRIM, ROUND_REUSE, ROUND_TRIM_HOME };
 
 static sem_t filled, go_on, take_back, taken_back;
 static int paused;
 
 /* Runs at every test point; acts once per round, at the hand-over's pause. */
 static void interleave(const char *point) {
-    if (strcmp(point, "rehome: before the CAS") != 0 || paused) return;
+    const char *pause = round_no == ROUND_TRIM_HOME ? "rehome: home kept" : "rehome: before the CAS";
+    if (strcmp(point, pause) != 0 || paused) return;
     paused = 1;
+    if (round_no == ROUND_TRIM_HOME) {
+        CHECK(cm_pool_trim(), "trim found the new descriptor not kept");
+        return;
+    }
     if (round_no == ROUND_TAKE_BACK) {
         sem_post(&take_back);
         sem_wait(&taken_back);
@@ -79,6 +90,14 @@ static void *owner(void *arg) {
     CHECK(allocate_and_count_s(more, PER_SB) == 0, "the owner took S back after the main thread reused it");
     for (int i = 0; i < PER_SB; i++) cm_free(more[i]);
     cm_free(next);
+    cm_heap_collect(cm_heap_get_default(), 1);
+
+    round_no = ROUND_TRIM_HOME;
+    next = fill_and_park();
+    sem_post(&filled);
+    sem_wait(&go_on);
+    cm_heap_drain_mailbox(cm_my_heap()); /* drops the old descriptor */
+    cm_free(next);
     return NULL;
 }
 
@@ -121,11 +140,28 @@ int main(void) {
         memset(mine[i], 0x77, SIZE);
     }
     sem_post(&go_on);
+
+    cm_test_hook = interleave;
+    free_paused();
+    cm_test_hook = NULL;
+    for (char *u = span; u < span + PER_SB * SIZE; u += CM_UNIT_SIZE) {
+        uintptr_t base = cm_arena_base(), unit = cm_arena_unit(base, (uintptr_t)u);
+        uint32_t entry = cm_pagemap_get((uintptr_t)u);
+        CHECK(cm_entry_class(entry) == 0, "the retired span's entry names descriptor %u of class %u",
+              cm_entry_ref(entry), cm_entry_class(entry));
+        CHECK(!cm_arena_has_unit(unit) || atomic_load(cm_arena_entry_at(base, unit)) == entry,
+              "the flat map and the two-level map disagree on the retired span");
+    }
+    void *again[PER_SB];
+    CHECK(allocate_and_count_s(again, PER_SB) <= PER_SB, "allocation after the retire"); /* drops the listed one */
+    sem_post(&go_on);
     pthread_join(t, NULL);
     for (int i = 0; i < PER_SB; i++) {
         CHECK(holds(mine[i], SIZE, 0x77), "a block from S's span lost its data");
         cm_free(mine[i]);
+        cm_free(again[i]);
     }
-    printf("parked rehome: S's span goes to the pool and another heap reuses it; never after its owner took S back or trim retired it\n");
+    printf("parked rehome: S's span goes to the pool and another heap reuses it; never after its owner took S back or trim retired it; "
+           "trim retiring it on its way leaves its entries naming no descriptor\n");
     return 0;
 }
