@@ -39,9 +39,16 @@ void cm_free_generic(void *p, uint32_t entry, const char *func) {
     cm_free_large(large_desc_checked(p, entry, func));
 }
 
-/* free of an address outside the arena's reservation: the fast path with
- * the two-level map's entry. */
-void cm_free_outside_arena(void *p) { cm_free_entry_inline(p, cm_pagemap_get((uintptr_t)p)); }
+/* free of an address outside the arena's window: the fast path with the
+ * two-level map's entry. */
+void cm_free_outside_arena(void *p) {
+    uint32_t entry = cm_pagemap_get((uintptr_t)p);
+    if (!cm_free_small_inline(p, entry)) cm_free_generic(p, entry, "free");
+}
+
+/* free of what the fast path found no small block in the window (its
+ * entry, from the two-level map, is the flat map's). */
+void cm_free_by_lookup(void *p) { cm_free_generic(p, cm_pagemap_get((uintptr_t)p), "free"); }
 
 /* p, a small block of class cls being freed or reallocated, carries the
  * free tag in bytes 6-7. A free block's first word is always a link that

@@ -14,6 +14,7 @@ CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zer
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
 CM_HIDDEN CM_NOINLINE void cm_free_outside_arena(void *p);
+CM_HIDDEN CM_NOINLINE void cm_free_by_lookup(void *p);
 CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);
 CM_HIDDEN void *cm_heap_aligned_alloc_in(cm_heap_t *h, size_t align, size_t size);
 CM_HIDDEN void *cm_heap_realloc_in(cm_heap_t *h, void *p, size_t size);
@@ -46,42 +47,49 @@ CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
 
 CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_my_heap(), size); }
 
-/* free of p, whose page-map entry is `entry`: a block of a superblock the
+/* free of p if p is a block start of a superblock (false, and nothing done,
+ * otherwise), entry being its page-map entry: a block of a superblock the
  * calling thread owns goes straight onto that superblock's local list,
  * whichever heap of the thread owns it and whether or not it is the one its
  * class allocates from now (no branch on that: random frees across a
- * class's superblocks would mispredict it). Everything else leaves by a
- * tail call: another thread's superblock (one CAS), the superblock's last
- * block out or a parked one (cm_free_fast_ok), a block that looks free
- * already, a large block, NULL, or no block of ours. No atomic
- * instruction. */
-CM_INLINE void cm_free_entry_inline(void *p, uint32_t entry) {
-    if (cm_likely(cm_is_block_start(cm_entry_class(entry), p))) {
-        cm_desc_t *d = cm_desc_of_entry(entry);
+ * class's superblocks would mispredict it). The rest leaves by a tail call:
+ * another thread's superblock (one CAS), the superblock's last block out
+ * or a parked one (cm_free_fast_ok), a block that looks free already. No
+ * atomic instruction. */
+CM_INLINE bool cm_free_small_inline(void *p, uint32_t entry) {
+    cm_desc_t *d = cm_desc_of_entry(entry);
+    if (cm_likely(cm_is_block_of(d, p))) {
         /* owner and used in one load (internal.h); when the test holds,
-         * the owner-private fields below are ours */
+         * the owner-private fields below are ours, and so is the thread
+         * that has a copy of the key */
         uint64_t owner_used = cm_desc_owner_used(d);
-        if (cm_likely(cm_free_fast_ok(owner_used, cm_thread.free_key) && !cm_block_looks_free(p))) {
+        if (cm_likely(cm_free_fast_ok(owner_used, cm_thread.free_key) &&
+                      !cm_block_looks_free_with(p, &cm_thread.link_key))) {
             void *head = d->local_free;
             d->local_free = p;
-            ((cm_free_block_t *)p)->link = cm_link_encode(p, head);
+            ((cm_free_block_t *)p)->link = cm_link_encode_with(p, head, cm_thread.link_key);
             cm_desc_used_dec(d, owner_used);
-            return;
+            return true;
         }
         cm_free_small_slow(p, d);
-        return;
+        return true;
     }
-    cm_free_generic(p, entry, "free"); /* NULL, large, or not a block of ours */
+    return false;
 }
 
-/* free: the entry from the arena's flat map, or for an address outside the
- * arena (a large block, NULL, the cage, the 32 MiB reservations, not ours)
- * from the two-level map, out of line. */
+/* free: the entry from the arena's flat map, or for an address outside its
+ * window (large blocks past it, NULL, the cage, 32 MiB reservations, not
+ * ours) from the two-level map, out of line. What is no small block (NULL,
+ * large, not ours) goes to cm_free_by_lookup, which reads its entry again
+ * rather than have the fast path keep it in a register: so the fast path
+ * fits two cache lines (128 bytes, built with gcc), where a third cost
+ * bench/'s fastpath 3% (BENCHMARKS.md). */
 CM_INLINE void cm_free_inline(void *p) {
     uintptr_t base = cm_arena_base(), unit = cm_arena_unit(base, (uintptr_t)p);
     if (cm_likely(cm_arena_has_unit(unit))) {
         /* relaxed: as in cm_pagemap_get */
-        cm_free_entry_inline(p, atomic_load_explicit(cm_arena_entry_at(base, unit), memory_order_relaxed));
+        if (!cm_free_small_inline(p, atomic_load_explicit(cm_arena_entry_at(base, unit), memory_order_relaxed)))
+            cm_free_by_lookup(p);
         return;
     }
     cm_free_outside_arena(p);

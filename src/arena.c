@@ -2,8 +2,8 @@
  * aligned to their size) are claimed from 4 MiB chunks and released back
  * when their superblock retires, for any span size to reuse. Chunks come
  * first from the arena's own reservation: up to 64 GiB of address space
- * (CAGEMALLOC_ARENA_RESERVE) reserved at init, untouched until used, whose
- * units also have the flat page map that free reads (internal.h). When it
+ * (CAGEMALLOC_ARENA_RESERVE) reserved at init, untouched until used, which
+ * begins with the flat page map that free reads (internal.h). When it
  * is used up, or was not made (an address-space limit, `ulimit -v`, or
  * strict overcommit would count it whole; or the OS refused even 256 MiB),
  * chunks are cut from reservations of 32 MiB mapped at once. A chunk of
@@ -53,9 +53,10 @@ static _Atomic size_t arena_chunks_taken;
 
 #define ARENA_RESERVE_MIN ((size_t)256 << 20) /* below this, 32 MiB reservations do as well */
 
-/* The arena and its flat map below it, in one reservation. Racing
- * initialisers each reserve; the first to publish its base keeps it, the
- * others give theirs back. */
+/* The flat map and the arena after it, in one reservation of
+ * CAGEMALLOC_ARENA_RESERVE bytes at most, which the map's window covers.
+ * Racing initialisers each reserve; the first to publish its base keeps
+ * it, the others give theirs back. */
 void cm_arena_reserve(void) {
     /* An address-space limit would count the reservation whole against
      * what large blocks may map, strict overcommit would charge it whole:
@@ -63,35 +64,42 @@ void cm_arena_reserve(void) {
     size_t want = cm_os_reservations_cost() ? 0 : cm_options.arena_reserve;
     if (want > ((size_t)1 << CM_ARENA_MAX_SHIFT)) want = (size_t)1 << CM_ARENA_MAX_SHIFT;
     _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");
+    _Static_assert(ARENA_RESERVE_MIN > CM_ARENA_TABLE_BYTES, "a reservation holds chunks after the map");
     for (size_t size = want & ~(CM_CHUNK_SIZE - 1); size >= ARENA_RESERVE_MIN; size = (size / 2) & ~(CM_CHUNK_SIZE - 1)) {
-        char *r = cm_os_reserve_aligned(CM_ARENA_TABLE_BYTES + size, CM_CHUNK_SIZE);
+        char *r = cm_os_reserve_aligned(size, CM_CHUNK_SIZE);
         if (!r) continue;
         uintptr_t none = CM_ARENA_NONE;
-        if (!atomic_compare_exchange_strong_explicit(&cm_arena_range.base, &none, (uintptr_t)r + CM_ARENA_TABLE_BYTES,
-                                                     memory_order_relaxed, memory_order_relaxed)) {
-            cm_os_unreserve(r, CM_ARENA_TABLE_BYTES + size);
+        if (!atomic_compare_exchange_strong_explicit(&cm_arena_range.base, &none, (uintptr_t)r, memory_order_relaxed,
+                                                     memory_order_relaxed)) {
+            cm_os_unreserve(r, size);
             return;
         }
-        cm_uncount(&cm_counters.mapped, size); /* counted as its chunks are handed out, as the 32 MiB ones are */
+        /* the chunks are counted as they are handed out, as the 32 MiB ones are */
+        cm_uncount(&cm_counters.mapped, size - CM_ARENA_TABLE_BYTES);
         /* release: whoever reads the count (take_from_arena) sees the base */
         atomic_store_explicit(&cm_arena_range.units, size >> CM_UNIT_SHIFT, memory_order_release);
         return;
     }
 }
 
-static bool in_arena(uintptr_t a) { return cm_arena_has_unit(cm_arena_unit(cm_arena_base(), a)); }
+/* a is in the reservation (the map's own units never hold a chunk). */
+static bool in_arena(uintptr_t a) {
+    return cm_arena_unit(cm_arena_base(), a) < atomic_load_explicit(&cm_arena_range.units, memory_order_relaxed);
+}
 
 /* The next chunk of the arena's reservation never handed out; NULL when it
  * is used up or was not made. */
 static char *take_from_arena(void) {
-    size_t chunks = atomic_load_explicit(&cm_arena_range.units, memory_order_acquire) / UNITS_PER_CHUNK;
+    /* the reservation's chunks after the map's; none if it was not made */
+    size_t units = atomic_load_explicit(&cm_arena_range.units, memory_order_acquire);
+    size_t chunks = units ? units / UNITS_PER_CHUNK - CM_ARENA_TABLE_BYTES / CM_CHUNK_SIZE : 0;
     /* relaxed: the count only hands out distinct indices; the first test
      * keeps it from climbing forever once the reservation is used up */
     if (atomic_load_explicit(&arena_chunks_taken, memory_order_relaxed) >= chunks) return NULL;
     size_t i = atomic_fetch_add_explicit(&arena_chunks_taken, 1, memory_order_relaxed);
     if (i >= chunks) return NULL;
     cm_count(&cm_counters.mapped, CM_CHUNK_SIZE);
-    return (char *)cm_arena_base() + (i << CM_CHUNK_SHIFT);
+    return (char *)cm_arena_base() + CM_ARENA_TABLE_BYTES + (i << CM_CHUNK_SHIFT);
 }
 
 static size_t chunk_index(uintptr_t a) { return (a >> CM_CHUNK_SHIFT) & (CM_REGION_CHUNKS - 1); }

@@ -10,7 +10,7 @@
 #include "internal.h"
 
 cm_desc_t *cm_desc_region;
-static _Atomic uint32_t desc_next_free = 1; /* ref 0 means "none" */
+static _Atomic uint32_t desc_next_free = CM_DESC_RETIRED + 1; /* refs 0 and 1 are never handed out */
 static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
 
 /* A descriptor handed out again names no owner and no heap: a superblock

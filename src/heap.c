@@ -11,7 +11,8 @@
 #include "api.h"
 
 __thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec"))) = {
-    &cm_heap_unstarted, &cm_cage_unstarted, CM_FREE_KEY(CM_NO_THREAD), CM_THREAD_NEW};
+    .heap = &cm_heap_unstarted, .cage = &cm_cage_unstarted, .free_key = CM_FREE_KEY(CM_NO_THREAD),
+    .state = CM_THREAD_NEW};
 /* Never allocated from: every bin empty, so a thread's first malloc (or
  * cage allocation) takes the slow path, which starts the thread (or makes
  * its cage heap). */
@@ -47,6 +48,7 @@ bool cm_thread_start(void) {
     h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
     atomic_store_explicit(&h->lasting, 1, memory_order_relaxed);
     t->heap = h;
+    t->link_key = cm_link_key;
     t->free_key = CM_FREE_KEY(h->ref);
     t->state = CM_THREAD_ACTIVE;
     /* may allocate (glibc's second-level key array): we are ACTIVE already,

@@ -28,9 +28,9 @@
  *              the superblock's own free list, count = its length.
  *  page map    address -> 32-bit entry {descriptor ref, class} for every
  *              64 KiB unit we own, in two levels; for the units of the
- *              arena's reservation also in a flat array below it, from
- *              which free() finds a block's class and its superblock's
- *              descriptor with one load.
+ *              arena's 64 GiB window also in a flat array at its start,
+ *              from which free() finds a block's superblock descriptor
+ *              with one load.
  *  heap        what malloc allocates from (heap.c): per size class, the
  *              superblock it is carving or reusing now (its "current"), a
  *              list of its other superblocks ("avail": with free blocks,
@@ -248,6 +248,10 @@ typedef struct cm_desc {
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
 
 CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
+/* Ref 0 names no descriptor (descriptor 0 records the region's capacity);
+ * ref 1 is what a retired span's page-map entries name: a descriptor of no
+ * class that is never handed out (descriptor.c, pool.c). */
+#define CM_DESC_RETIRED 1u
 
 CM_INLINE cm_desc_t *cm_desc_from_ref(uint32_t ref) { return cm_desc_region + ref; }
 /* A page-map entry's descriptor: its ref is the entry's high bits, and a
@@ -259,6 +263,19 @@ CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
 }
 
 CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
+
+/* True if p is the start of a block of d's superblock, d being the
+ * descriptor p's page-map entry names: the same test on p's offset from d's
+ * base, with d's class. Free's fast path uses it: it reads d's line anyway,
+ * and the entry's class is not needed (5 bytes less of code there). An
+ * entry names only a descriptor whose span holds the address, or one whose
+ * class has limit 0 (none, large): a retired span's entries name CM_DESC_RETIRED,
+ * not the descriptor that may now describe another span, whose offset from
+ * p could pass the test (pool.c, retire). */
+CM_INLINE bool cm_is_block_of(const cm_desc_t *d, const void *p) {
+    unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
+    return (uint64_t)((const char *)p - d->base) * cm_block_check.start_mult[cls] < cm_block_check.start_limit[cls];
+}
 
 /* A superblock's class, its block of index idx, and the index of its block p. */
 CM_INLINE unsigned cm_desc_class(const cm_desc_t *d) {
@@ -300,13 +317,17 @@ CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_own
  * freely); its block count with CM_USED_PARKED set while parked (the first
  * free must move it to avail). The fast path wants owner == the calling
  * thread and 2 <= used < CM_USED_PARKED: owner_used - free_key (the
- * thread's ref << 32 | 2) is below CM_USED_PARKED - 2 exactly then (another
- * owner leaves a difference >= 2^32 - 2, used < 2 borrows to near 2^64). */
+ * thread's ref << 32 | 2) is below 2^31 exactly then (another owner leaves
+ * a difference >= 2^32 - 2, used < 2 borrows to near 2^64), save for used
+ * CM_USED_PARKED | 0 or | 1, which never occur: a parked superblock's count
+ * is its class's max_count, at least 2 in every class (gen_size_classes
+ * checks it). Tested as "no bit above the 31st", a shift where a compare
+ * with 2^31 - 2 takes an immediate: 2 bytes of free's two cache lines. */
 #define CM_USED_CURRENT (1u << 30)
 #define CM_USED_PARKED (1u << 31)
 #define CM_FREE_KEY(thread_ref) ((uint64_t)(thread_ref) << 32 | 2)
 CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
-    return owner_used - free_key < CM_USED_PARKED - 2;
+    return (owner_used - free_key) >> 31 == 0;
 }
 
 #if defined(__SANITIZE_THREAD__)
@@ -317,8 +338,10 @@ CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
 #endif
 #endif
 
-/* used - 1 by d's owner on the free fast path. On x86-64 one subtract on
- * the word in memory, where the compiler spends three instructions on a
+/* used - 1 by d's owner on the free fast path. On x86-64 one decrement of
+ * the word in memory (a byte shorter than a subtract of 1; used never
+ * borrows into the owner, being at least 2 here), where the compiler
+ * spends three instructions on a
  * load it cannot fuse with an atomic store (keep a copy, subtract, store).
  * It is a release store of the new value: the word is aligned, so others
  * read the old or the new whole, and only the owner writes it; x86 orders
@@ -329,7 +352,7 @@ CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
 CM_INLINE void cm_desc_used_dec(cm_desc_t *d, uint64_t owner_used) {
 #if defined(__x86_64__) && !defined(CM_TSAN)
     (void)owner_used;
-    __asm__ volatile("subq $1, %0" : "+m"(*(uint64_t *)&d->owner_used) : : "cc", "memory");
+    __asm__ volatile("decq %0" : "+m"(*(uint64_t *)&d->owner_used) : : "cc", "memory");
 #else
     atomic_store_explicit(&d->owner_used, owner_used - 1, memory_order_release);
 #endif
@@ -403,45 +426,39 @@ CM_HIDDEN cm_region_t *cm_pagemap_region(uintptr_t a);
  * i < cm_pagemap_region_count(). */
 CM_HIDDEN uint32_t cm_pagemap_region_count(void);
 CM_HIDDEN cm_region_t *cm_pagemap_region_at(uint32_t i, uintptr_t *base);
-/* The arena's own flat page map: the arena proper (arena.c) is one
- * reservation of up to 64 GiB, and for the units inside it the entries are
- * also kept in a flat array, indexed by unit, in the 4 MiB just below its
- * base (reserved with it), so that free finds a block's entry with a load
- * of the base, a subtract, a shift, a compare with the unit count and one
- * load (four instructions fewer than cm_pagemap_get); any other address
- * takes cm_pagemap_get. base is CM_ARENA_NONE and units 0 until each is
- * written, once, before any span of the arena exists: a reader that sees
- * one new and the other old finds every address outside (an address minus
- * CM_ARENA_NONE is beyond every unit count), and a stale value only sends
- * it to cm_pagemap_get, so relaxed loads are enough. */
+/* The arena's own flat page map: the arena (arena.c) is one reservation of
+ * up to 64 GiB whose first 4 MiB hold a flat array of page-map entries, one
+ * per 64 KiB unit of the 64 GiB window that starts at its base (the map's
+ * own 64 units included, whose entries stay 0), so that free finds a
+ * block's entry with a load of the base, a subtract, a shift, a compare
+ * with a constant and one load (four instructions fewer than
+ * cm_pagemap_get). Entries of the window past the reservation's end are
+ * kept too (pagemap.c writes them for whatever of ours the kernel put
+ * there) and read 0 elsewhere, as entries of no block do. Any address
+ * outside the window takes cm_pagemap_get, which holds every entry. base is
+ * CM_ARENA_NONE until it is written, once, before any span of the arena
+ * exists: an address minus CM_ARENA_NONE is outside every window, and a
+ * stale value only sends a reader to cm_pagemap_get, so relaxed loads are
+ * enough. units is the reservation's length (the map included), for
+ * arena.c. */
 #define CM_ARENA_MAX_SHIFT 36 /* 64 GiB */
 #define CM_ARENA_MAX_UNITS ((size_t)1 << (CM_ARENA_MAX_SHIFT - CM_UNIT_SHIFT))
 #define CM_ARENA_TABLE_BYTES (CM_ARENA_MAX_UNITS * sizeof(uint32_t))
 #define CM_ARENA_NONE ((uintptr_t)1 << 63)
 typedef struct cm_arena_range {
-    _Atomic uintptr_t base;  /* CM_ARENA_NONE until the arena is reserved */
-    _Atomic uintptr_t units; /* its length in units; 0 until then */
+    _Atomic uintptr_t base;  /* the reservation's start: the flat map; CM_ARENA_NONE until it is made */
+    _Atomic uintptr_t units; /* the reservation's length in units; 0 until then */
 } cm_arena_range_t;
 CM_HIDDEN extern cm_arena_range_t cm_arena_range;
 
 CM_INLINE uintptr_t cm_arena_base(void) { return atomic_load_explicit(&cm_arena_range.base, memory_order_relaxed); }
-/* The index of a's unit in the flat map of the arena at base. */
+/* The index of a's unit in the flat map at base. */
 CM_INLINE uintptr_t cm_arena_unit(uintptr_t base, uintptr_t a) { return (a - base) >> CM_UNIT_SHIFT; }
-/* Whether unit (from cm_arena_unit) is one of the arena's. On x86-64 the
- * count's load is the compare's memory operand (gcc keeps an atomic load
- * apart: one instruction more), a relaxed load as in cm_desc_used_dec;
- * under ThreadSanitizer the atomic load. */
-CM_INLINE bool cm_arena_has_unit(uintptr_t unit) {
-#if defined(__x86_64__) && !defined(CM_TSAN)
-    bool below;
-    __asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(unit), "m"(*(const uintptr_t *)&cm_arena_range.units));
-    return below;
-#else
-    return unit < atomic_load_explicit(&cm_arena_range.units, memory_order_relaxed);
-#endif
-}
+/* Whether unit (from cm_arena_unit) has an entry in the flat map: it is in
+ * the window (a constant compare: free's test and branch take 8 bytes). */
+CM_INLINE bool cm_arena_has_unit(uintptr_t unit) { return unit < CM_ARENA_MAX_UNITS; }
 CM_INLINE _Atomic uint32_t *cm_arena_entry_at(uintptr_t base, uintptr_t unit) {
-    return (_Atomic uint32_t *)(base - CM_ARENA_TABLE_BYTES) + unit;
+    return (_Atomic uint32_t *)base + unit;
 }
 /* Reserve the arena (CAGEMALLOC_ARENA_RESERVE bytes, less if the OS says
  * no, none if 0) and publish it in cm_arena_range; once, at init. */
@@ -662,10 +679,14 @@ CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 7) /* set in no decoded link */
 
-CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
+/* next as block's link, keyed with key: cm_link_key, or the thread's copy. */
+CM_INLINE uintptr_t cm_link_encode_with(const void *block, const void *next, uintptr_t key) {
     uintptr_t link = (uintptr_t)next;
-    if (cm_likely(cm_harden)) link ^= cm_link_key ^ (uintptr_t)block;
+    if (cm_likely(cm_harden)) link = (link ^ (uintptr_t)block) ^ key;
     return link;
+}
+CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
+    return cm_link_encode_with(block, next, cm_link_key);
 }
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
@@ -706,19 +727,21 @@ CM_INLINE void *cm_block_next_if_valid(const void *block) {
     return cm_harden && ((uintptr_t)next & CM_LINK_INVALID) ? NULL : next;
 }
 /* True if block's first word carries the tag, i.e. it looks free already:
- * one 2-byte load compared with the key's own top 2 bytes. */
+ * one 2-byte load compared with the top 2 bytes of *key (cm_link_key, or
+ * the thread's copy). */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define CM_TAG_OFFSET 6
 #else
 #define CM_TAG_OFFSET 0
 #endif
-CM_INLINE bool cm_block_looks_free(const void *block) {
+CM_INLINE bool cm_block_looks_free_with(const void *block, const uintptr_t *key) {
     if (cm_unlikely(!cm_harden)) return false;
     uint16_t word_tag, key_tag; /* __builtin_: the library is built with -fno-builtin */
     __builtin_memcpy(&word_tag, (const char *)block + CM_TAG_OFFSET, 2);
-    __builtin_memcpy(&key_tag, (const char *)&cm_link_key + CM_TAG_OFFSET, 2);
+    __builtin_memcpy(&key_tag, (const char *)key + CM_TAG_OFFSET, 2);
     return word_tag == key_tag;
 }
+CM_INLINE bool cm_block_looks_free(const void *block) { return cm_block_looks_free_with(block, &cm_link_key); }
 
 /* ---------------------------------------------------------------- large blocks */
 CM_HIDDEN cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space);
@@ -808,6 +831,10 @@ typedef struct cm_thread {
     cm_heap_t *heap;   /* the default heap */
     cm_heap_t *cage;   /* the default cage heap */
     uint64_t free_key; /* CM_FREE_KEY(the thread's ref): heap->ref, or CM_NO_THREAD */
+    /* cm_link_key, copied when the thread starts: free's fast path, which
+     * uses it only past the owner test (so only in a started thread),
+     * reaches it from the TLS base it holds, 2 bytes shorter a load */
+    uintptr_t link_key;
     int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
 } cm_thread_t;
 enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };

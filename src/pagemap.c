@@ -11,9 +11,9 @@
  * shared all-zero leaf that follows the root, so the lookup has no null
  * test. Regions are never unmapped: a stale read of one is always harmless.
  *
- * The units of the arena's reservation have their entries here and also in
- * a flat array below the arena (cm_arena_entry_at, internal.h), which free
- * reads: four instructions fewer. */
+ * The units of the arena's 64 GiB window have their entries here and also
+ * in the flat array at the start of its reservation (cm_arena_entry_at,
+ * internal.h), which free reads: four instructions fewer. */
 #include "internal.h"
 
 #define LEAF_LEN ((size_t)1 << CM_PAGEMAP_LEAF_BITS)
@@ -60,9 +60,9 @@ bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry) {
         /* relaxed: see cm_pagemap_get; publication happens through the
          * synchronisation that hands the block to another thread. */
         atomic_store_explicit(&r->entries[u & (LEAF_LEN - 1)], entry, memory_order_relaxed);
-        /* The arena's range was published before any of its units became
-         * ours (cm_arena_reserve runs in init), so a unit of it is never
-         * set here without its flat entry. */
+        /* The arena's base was published in init, before anything of ours
+         * was mapped in its window, so no unit of the window is set here
+         * without its flat entry. */
         uintptr_t arena = cm_arena_base(), unit = cm_arena_unit(arena, u << CM_UNIT_SHIFT);
         if (cm_arena_has_unit(unit)) atomic_store_explicit(cm_arena_entry_at(arena, unit), entry, memory_order_relaxed);
     }

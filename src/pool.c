@@ -102,8 +102,11 @@ static void let_go(cm_desc_t *d, bool listed) {
  * the memory and the span, then let the descriptor go. */
 static void retire(cm_desc_t *d, bool listed) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
-    /* stale frees into the span now take the slow path and are caught there */
-    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(cm_desc_ref(d), 0));
+    /* stale frees into the span now take the slow path and are reported as
+     * double frees there; the entries name no descriptor that comes back to
+     * life (d may soon describe another span, which free's block test,
+     * cm_is_block_of, could then take a stale pointer for a block of) */
+    cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(CM_DESC_RETIRED, 0));
     cm_os_decommit(d->base, span_size(d));
     cm_arena_release(d->base, d->span_shift);
     cm_uncount(&cm_counters.superblocks_live, 1);

@@ -1,14 +1,16 @@
 /* unit_arena_map: the arena's flat page map, which free reads, run with
  * CAGEMALLOC_ARENA_RESERVE=256m (unit.cmake) so that the arena runs out.
- *  - Every unit of every block in the arena has the same entry in the flat
- *    map as in the two-level map.
+ *  - Every unit of every block in the map's 64 GiB window (the arena, and
+ *    whatever of ours the kernel put past its end) has the same entry in
+ *    the flat map as in the two-level map.
  *  - 320 MiB of 32 KiB blocks fill the arena and go on in 32 MiB
  *    reservations outside it; every block, in or out, keeps its pattern
  *    and is freed by cm_free, and the freed memory serves again.
- *  - A block whose flat entry reads 0 (what free finds above a reservation
- *    smaller than 64 GiB, where the kernel may have put a 32 MiB
- *    reservation or a large block of ours) is still freed, through the
- *    two-level map: cm_heap_visit no longer sees it, and it is reused. */
+ *  - The window is exact: its first and last bytes are in, the byte before
+ *    its base and the one past its end, NULL and the top address are not.
+ *  - A span retired to the OS names no descriptor that can be reused: a
+ *    free of a stale pointer into it is caught (the report is checked by
+ *    sec_misuse; here, its entry). */
 #include <string.h>
 
 #include "internal.h"
@@ -19,10 +21,13 @@
 
 static unsigned char *blocks[COUNT];
 
+/* In the reservation (the map and the arena): the blocks it can hold. */
 static bool in_arena(const void *p) {
-    uintptr_t unit = cm_arena_unit(cm_arena_base(), (uintptr_t)p);
-    return unit < CM_ARENA_MAX_UNITS && cm_arena_has_unit(unit);
+    return cm_arena_unit(cm_arena_base(), (uintptr_t)p) < atomic_load(&cm_arena_range.units);
 }
+
+/* In the map's window: the blocks whose entries free reads from it. */
+static bool in_window(const void *p) { return cm_arena_has_unit(cm_arena_unit(cm_arena_base(), (uintptr_t)p)); }
 
 static uint32_t flat_entry(const void *p) {
     return atomic_load(cm_arena_entry_at(cm_arena_base(), cm_arena_unit(cm_arena_base(), (uintptr_t)p)));
@@ -39,14 +44,12 @@ static bool intact(const unsigned char *p, size_t i) {
     return true;
 }
 
-/* Exactly the units of the reservation are the arena's: not the one past
- * its end (where the kernel may put a mapping of ours or not), not the one
- * before its base (the flat map's own), not NULL. */
+/* Exactly the units of the window have flat entries. */
 static void check_bounds(void) {
     if (atomic_load(&cm_arena_range.units) == 0) return;
-    uintptr_t base = cm_arena_base(), end = base + (atomic_load(&cm_arena_range.units) << CM_UNIT_SHIFT);
+    uintptr_t base = cm_arena_base(), end = base + ((uintptr_t)CM_ARENA_MAX_UNITS << CM_UNIT_SHIFT);
     CHECK(cm_arena_has_unit(cm_arena_unit(base, base)) && cm_arena_has_unit(cm_arena_unit(base, end - 1)),
-          "the first and last bytes are in the arena");
+          "the first and last bytes are in the window");
     CHECK(!cm_arena_has_unit(cm_arena_unit(base, end)) && !cm_arena_has_unit(cm_arena_unit(base, base - 1)) &&
               !cm_arena_has_unit(cm_arena_unit(base, 0)) && !cm_arena_has_unit(cm_arena_unit(base, UINTPTR_MAX)),
           "the end, the byte before the base, NULL and the top address are outside");
@@ -58,11 +61,9 @@ int main(void) {
         blocks[i] = cm_malloc(BLOCK);
         CHECK(blocks[i] != NULL, "block %zu", i);
         fill(blocks[i], i);
-        if (!in_arena(blocks[i])) {
-            outside++;
-            continue;
-        }
-        inside++;
+        if (in_arena(blocks[i])) inside++;
+        else outside++;
+        if (!in_window(blocks[i])) continue;
         for (size_t off = 0; off < BLOCK; off += CM_UNIT_SIZE / 2) {
             uintptr_t a = (uintptr_t)blocks[i] + off;
             CHECK(flat_entry((void *)a) == cm_pagemap_get(a) && cm_pagemap_get(a) != 0,
@@ -94,6 +95,19 @@ int main(void) {
         cm_free(blocks[i]);
     }
     check_bounds();
+    /* every block is free: trimming retires their spans */
+    cm_trim();
+    size_t retired = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        uint32_t entry = cm_pagemap_get((uintptr_t)blocks[i]);
+        if (cm_entry_class(entry) != 0) continue; /* a superblock kept, or of the block's class again */
+        CHECK(entry == 0 || entry == cm_entry_make(CM_DESC_RETIRED, 0),
+              "the retired span of block %zu names descriptor %u", i, cm_entry_ref(entry));
+        CHECK(!cm_is_block_of(cm_desc_of_entry(entry), blocks[i]), "free's fast path takes stale block %zu", i);
+        retired += entry != 0;
+    }
+    printf("%zu of %zu stale blocks in spans retired to the OS, none taken for a block\n", retired, COUNT);
+    CHECK(retired > 0, "cm_trim retired no span");
     printf("flat entries match; blocks in and beyond the arena are freed and reused; its bounds are exact\n");
     return 0;
 }

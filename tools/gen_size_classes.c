@@ -99,8 +99,10 @@ int main(int argc, char **argv) {
     for (int c = 1; c <= nclasses; c++) {
         uint32_t span = 1u << span_shift[c];
         count[c] = span / block_size[c];
-        if (count[c] >= 1u << 16) { /* the anchor's avail and count are 16 bits (internal.h) */
-            fprintf(stderr, "class %d: %u blocks per superblock do not fit the anchor\n", c, count[c]);
+        /* the anchor's avail and count are 16 bits; free's fast test
+         * (cm_free_fast_ok) needs two blocks or more (internal.h) */
+        if (count[c] >= 1u << 16 || count[c] < 2) {
+            fprintf(stderr, "class %d: %u blocks per superblock: not from 2 to 65535\n", c, count[c]);
             return 1;
         }
         if (count[c] > most_blocks) most_blocks = count[c];
