@@ -140,10 +140,11 @@ typedef struct cm_class_info {
     uint8_t carve_batch;   /* blocks carved at once from a fresh superblock */
 } cm_class_info_t;
 
-/* What free's block-start test reads (cm_is_block_start), one array per
- * field: the fast path indexes each with the page-map entry's class alone,
- * where an array of records took a shift, a lea and an add to reach the
- * record. Entries of no class have start_limit 0, so the test fails. */
+/* What the block-start tests read (cm_is_block_start, and free's
+ * cm_is_block_of, which uses no span_mask), one array per field: each is
+ * indexed with the class alone, where an array of records took a shift, a
+ * lea and an add to reach the record. Entries of no class have start_limit
+ * 0, so the test fails. */
 #define CM_CLASS_VALUES (1 << CM_ENTRY_CLASS_BITS) /* a page-map entry's class values */
 typedef struct cm_block_check {
     uint64_t start_mult[CM_CLASS_VALUES];  /* ceil(2^64 / block_size) */
