@@ -49,6 +49,7 @@ bool cm_thread_start(void) {
     atomic_store_explicit(&h->lasting, 1, memory_order_relaxed);
     t->heap = h;
     t->link_key = cm_link_key;
+    t->link_invalid = CM_LINK_INVALID;
     t->free_key = CM_FREE_KEY(h->ref);
     t->state = CM_THREAD_ACTIVE;
     /* may allocate (glibc's second-level key array): we are ACTIVE already,

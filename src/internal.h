@@ -692,34 +692,42 @@ CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
 }
-/* The next block after `block` as its link says, decoded if hardened but
- * not verified: a block or NULL if cm_block_set_next wrote the word; for
- * other words, almost always a value with CM_LINK_INVALID bits set.
- * `harden` is cm_harden, or a constant in a walk compiled once per setting. */
-CM_INLINE void *cm_block_next_unverified_as(const void *block, bool harden) {
+/* The next block after `block` as its link says, decoded with key (if
+ * harden) but not verified: a block or NULL if cm_block_set_next wrote the
+ * word; for other words, almost always a value with CM_LINK_INVALID bits
+ * set. `harden` is cm_harden, or a constant in a walk compiled once per
+ * setting. */
+CM_INLINE void *cm_block_next_keyed(const void *block, uintptr_t key, bool harden) {
     uintptr_t link = ((const cm_free_block_t *)block)->link;
-    return (void *)(harden ? link ^ cm_link_key ^ (uintptr_t)block : link);
+    return (void *)(harden ? link ^ key ^ (uintptr_t)block : link);
+}
+CM_INLINE void *cm_block_next_unverified_as(const void *block, bool harden) {
+    return cm_block_next_keyed(block, cm_link_key, harden);
 }
 CM_INLINE void *cm_block_next_unverified(const void *block) {
     return cm_block_next_unverified_as(block, cm_likely(cm_harden));
 }
 /* Abort, naming func, unless hardened `next` (the decoded link of `block`)
- * is a possible block address. */
-CM_INLINE void cm_link_verify_as(const void *block, const void *next, const char *func, bool harden) {
-    if (cm_unlikely(harden && ((uintptr_t)next & CM_LINK_INVALID))) cm_fatal(func, "corrupted free list", block);
+ * is a possible block address: no bit of `invalid` (CM_LINK_INVALID, or
+ * the thread's copy of it) set. */
+CM_INLINE void cm_link_verify(const void *block, const void *next, uintptr_t invalid, const char *func) {
+    if (cm_unlikely(cm_harden && ((uintptr_t)next & invalid))) cm_fatal(func, "corrupted free list", block);
 }
 /* The block after `block` on a free list, verified; func names the caller
  * in the report if the block's link was tampered with. */
 CM_INLINE void *cm_block_decode(const void *block, const char *func) {
     void *next = cm_block_next_unverified(block);
-    cm_link_verify_as(block, next, func, cm_likely(cm_harden));
+    cm_link_verify(block, next, CM_LINK_INVALID, func);
     return next;
 }
 /* The next block of a list being walked (reported as a corrupted link in free). */
 CM_INLINE void *cm_block_peek_next(const void *block) { return cm_block_decode(block, "free"); }
-/* A block handed out must never look free: clear its tag. */
+/* A block handed out must never look free: its first word becomes its own
+ * address, which has no tag (bit 55 is set in every tag and clear in every
+ * user-space address) and tells the caller nothing it does not know; a
+ * 3-byte store, where storing 0 takes 7. */
 CM_INLINE void cm_block_mark_used(void *block) {
-    if (cm_likely(cm_harden)) ((cm_free_block_t *)block)->link = 0;
+    if (cm_likely(cm_harden)) ((cm_free_block_t *)block)->link = (uintptr_t)block;
 }
 /* The decoded link of a block believed free, NULL if it does not verify
  * (racy walks, which stop there). */
@@ -836,6 +844,7 @@ typedef struct cm_thread {
      * uses it only past the owner test (so only in a started thread),
      * reaches it from the TLS base it holds, 2 bytes shorter a load */
     uintptr_t link_key;
+    uintptr_t link_invalid; /* CM_LINK_INVALID, copied likewise for malloc's link check */
     int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
 } cm_thread_t;
 enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };
@@ -862,7 +871,12 @@ CM_INLINE cm_desc_t *cm_bin_current(const cm_bin_t *bin) {
  * larson; a prefetch of NULL, at a list's end, does nothing). */
 CM_INLINE void *cm_bin_pop(void **head) {
     void *b = *head;
-    void *next = cm_block_decode(b, "malloc"); /* checked before the forged link could be followed */
+    /* The key and the check's mask are the thread's copies (only a started
+     * thread pops: the heap's owner), which the TLS base it holds reaches in
+     * 5 bytes an instruction where the global key takes 7 and the mask, a
+     * 64-bit constant, 13. Checked before the forged link could be followed. */
+    void *next = cm_block_next_keyed(b, cm_thread.link_key, cm_likely(cm_harden));
+    cm_link_verify(b, next, cm_thread.link_invalid, "malloc");
     cm_block_mark_used(b);
     *head = next;
     __builtin_prefetch(next);
