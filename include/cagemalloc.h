@@ -235,17 +235,22 @@ CM_API unsigned cm_klass_bits(void);
 CM_API CM_MALLOC_ATTRS void *cm_meta_alloc(size_t size);
 CM_API void cm_meta_free(void *meta);
 
-/* Set at the class space's first use; read by the inline encoding below. */
+/* Set at the class space's first use, by each thread that races to set it
+ * up (the same values): read atomically by the inline encoding below (a
+ * relaxed load is a plain load; the thread got its class from
+ * cm_klass_alloc, which saw them set). */
 CM_API extern uintptr_t cm_klass_base;
 CM_API extern unsigned cm_klass_shift;
 
 /* Narrow class pointer of a block from cm_klass_alloc: a subtract and a shift. */
 static inline uint32_t cm_klass_encode(const void *klass) {
-    return (uint32_t)(((uintptr_t)klass - cm_klass_base) >> cm_klass_shift);
+    return (uint32_t)(((uintptr_t)klass - __atomic_load_n(&cm_klass_base, __ATOMIC_RELAXED)) >>
+                      __atomic_load_n(&cm_klass_shift, __ATOMIC_RELAXED));
 }
 /* The class block a narrow pointer names: a shift and an add. */
 static inline void *cm_klass_decode(uint32_t narrow) {
-    return (void *)(cm_klass_base + ((uintptr_t)narrow << cm_klass_shift));
+    return (void *)(__atomic_load_n(&cm_klass_base, __ATOMIC_RELAXED) +
+                    ((uintptr_t)narrow << __atomic_load_n(&cm_klass_shift, __ATOMIC_RELAXED)));
 }
 
 struct cm_klass_stats {

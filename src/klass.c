@@ -54,7 +54,7 @@ typedef struct leaf {
     _Atomic uint64_t free[LEAF_SLOTS / 64];   /* the slot is free (below the bump index) */
     _Atomic uint64_t starts[LEAF_SLOTS / 64]; /* a class starts at this slot */
     _Atomic uint64_t ends[LEAF_SLOTS / 64];   /* a class ends at this slot */
-    gap_slot_t gap[];                         /* slots of 256 bytes or more only (space.tracked) */
+    gap_slot_t gap[];                         /* slots of 256 bytes or more only (space_tracked()) */
 } leaf_t;
 
 /* ------------------------------------------------------------ configuration */
@@ -85,16 +85,32 @@ int cm_klass_configure(unsigned shift, unsigned range_log2) {
 
 /* ------------------------------------------------------------ the space */
 
-/* Written once by the racers that set the space up (same values), read-only
- * after; published by the release CAS of base. */
+/* Set up once, by a CAS race (space_ready); base's release CAS publishes it. */
 static struct {
     _Atomic(char *) base;
-    unsigned shift;
-    uint32_t slots;                /* the last slot index: 2^(range - shift) - 1 */
-    bool tracked;                  /* slots of 256 bytes or more have gap maps (granule-exact sizes) */
-    bool gaps;                     /* ... and cm_meta_alloc uses them (CAGEMALLOC_KLASS_GAPS) */
     _Atomic(_Atomic(leaf_t *) *) root; /* slots / LEAF_SLOTS leaves */
 } space;
+
+/* The space's settings, derived from the configuration that its set-up
+ * froze, not stored: every racer would store the same values, but a late
+ * one's plain stores raced with the readers of an earlier one's space
+ * (ThreadSanitizer caught it). Relaxed is enough: whoever uses the settings
+ * saw base (acquire), which was published after the CAS that froze config.
+ * All 0 before the freeze. */
+static uint32_t frozen_config(void) {
+    uint32_t c = atomic_load_explicit(&config, memory_order_relaxed);
+    return c & CFG_FROZEN ? c : 0;
+}
+static unsigned space_shift(void) { return cfg_shift(frozen_config()); }
+/* The last slot index: 2^(range - shift) - 1 (below 2^32). */
+static uint32_t space_slots(void) {
+    uint32_t c = frozen_config();
+    return c ? (uint32_t)(((uint64_t)1 << (cfg_range(c) - cfg_shift(c))) - 1) : 0;
+}
+/* Slots of 256 bytes or more have gap maps (granule-exact sizes)... */
+static bool space_tracked(void) { return space_shift() >= GAP_SHIFT_MIN; }
+/* ... and cm_meta_alloc uses them (CAGEMALLOC_KLASS_GAPS). */
+static bool space_gaps(void) { return space_tracked() && cm_options.klass_gaps; }
 
 static _Atomic uint64_t gap_stack[GRANULES + 1]; /* by longest free run of granules */
 static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is never used */
@@ -102,15 +118,15 @@ static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is n
 /* relaxed counters: statistics only */
 static _Atomic size_t classes_live, bytes_requested, slots_in_use, gap_bytes, meta_elsewhere;
 
-static size_t slot_bytes(void) { return (size_t)1 << space.shift; }
+static size_t slot_bytes(void) { return (size_t)1 << space_shift(); }
 static size_t granule_bytes(void) { return slot_bytes() / GRANULES; }
-static char *slot_addr(uint32_t slot) { return atomic_load_explicit(&space.base, memory_order_relaxed) + ((size_t)slot << space.shift); }
+static char *slot_addr(uint32_t slot) { return atomic_load_explicit(&space.base, memory_order_relaxed) + ((size_t)slot << space_shift()); }
 
-static size_t leaf_bytes(void) { return sizeof(leaf_t) + (space.tracked ? LEAF_SLOTS * sizeof(gap_slot_t) : 0); }
+static size_t leaf_bytes(void) { return sizeof(leaf_t) + (space_tracked() ? LEAF_SLOTS * sizeof(gap_slot_t) : 0); }
 
 /* Bytes of a class of n slots whose last slot it fills `used` granules of 64. */
 static size_t class_bytes(uint32_t n, unsigned used) {
-    return ((size_t)(n - 1) << space.shift) + (((size_t)used << space.shift) >> 6);
+    return ((size_t)(n - 1) << space_shift()) + (((size_t)used << space_shift()) >> 6);
 }
 
 /* The leaf of slot i, mapped on first use (a CAS race whose losers unmap
@@ -141,11 +157,11 @@ static uint64_t bit(uint32_t slot) { return (uint64_t)1 << (slot & 63); }
 static _Atomic uint64_t *starts_word(uint32_t slot) { return &leaf_known(slot)->starts[(slot & (LEAF_SLOTS - 1)) / 64]; }
 static _Atomic uint64_t *ends_word(uint32_t slot) { return &leaf_known(slot)->ends[(slot & (LEAF_SLOTS - 1)) / 64]; }
 
-/* Reserve the space at first use: freeze the configuration, map 2^range
- * bytes (MAP_NORESERVE: pages are committed as touched) aligned to the slot
- * size, and the leaf root. A CAS race: losers unmap what they mapped. */
-static bool space_ready(void) {
-    if (cm_likely(atomic_load_explicit(&space.base, memory_order_acquire) != NULL)) return true;
+/* Reserve the space: freeze the configuration, map 2^range bytes
+ * (MAP_NORESERVE: pages are committed as touched) aligned to the slot size,
+ * and the leaf root. A CAS race: losers unmap what they mapped. Returns the
+ * winner's base, NULL if this racer could map nothing and nobody won yet. */
+static char *set_up_space(void) {
     cm_ensure_init();
     uint32_t c = atomic_load_explicit(&config, memory_order_relaxed);
     while (!(c & CFG_FROZEN)) {
@@ -159,33 +175,41 @@ static bool space_ready(void) {
                                                   memory_order_acquire))
             c = want | CFG_FROZEN;
     }
-    unsigned shift = cfg_shift(c), range = cfg_range(c);
-    size_t size = (size_t)1 << range, align = (size_t)1 << shift;
-    uint32_t slots = (uint32_t)(((uint64_t)1 << (range - shift)) - 1); /* the last index stays below 2^32 */
-    size_t root_bytes = (((size_t)slots >> LEAF_SHIFT) + 1) * sizeof(leaf_t *);
-    /* plain stores of the values every racer computes alike, before the release CAS below */
-    space.shift = shift;
-    space.slots = slots;
-    space.tracked = shift >= GAP_SHIFT_MIN;
-    space.gaps = space.tracked && cm_options.klass_gaps;
-    __atomic_store_n(&cm_klass_shift, shift, __ATOMIC_RELAXED);
+    size_t size = (size_t)1 << cfg_range(c), align = (size_t)1 << cfg_shift(c);
+    size_t root_bytes = (((size_t)space_slots() >> LEAF_SHIFT) + 1) * sizeof(leaf_t *);
     _Atomic(leaf_t *) *root = cm_os_reserve(root_bytes);
     char *base = root ? cm_os_reserve_aligned(size, align) : NULL;
     if (!base) {
         if (root) cm_os_unreserve(root, root_bytes);
-        return false;
+        return atomic_load_explicit(&space.base, memory_order_acquire);
     }
     _Atomic(leaf_t *) *no_root = NULL;
     if (!atomic_compare_exchange_strong_explicit(&space.root, &no_root, root, memory_order_acq_rel,
                                                  memory_order_acquire))
         cm_os_unreserve(root, root_bytes);
-    char *none = NULL;
-    /* release: whoever sees the base sees the root and the settings */
-    if (atomic_compare_exchange_strong_explicit(&space.base, &none, base, memory_order_acq_rel,
+    char *winner = NULL;
+    /* release: whoever sees the base sees the root */
+    if (atomic_compare_exchange_strong_explicit(&space.base, &winner, base, memory_order_acq_rel,
                                                 memory_order_acquire))
-        __atomic_store_n(&cm_klass_base, (uintptr_t)base, __ATOMIC_RELEASE);
-    else
-        cm_os_unreserve(base, size);
+        return base;
+    cm_os_unreserve(base, size);
+    return winner;
+}
+
+/* The space at first use. Its encoding (cm_klass_base, cm_klass_shift,
+ * which the header's inline encode and decode read) is stored by every
+ * thread that finds it unpublished, the same values each time, atomically:
+ * a thread that saw the base CAS'ed in but not yet the encoding published
+ * (the winner between the two) must not hand out a class it cannot encode,
+ * and must not wait. */
+static bool space_ready(void) {
+    /* acquire: pairs with the release below, after which the space is whole */
+    if (cm_likely(__atomic_load_n(&cm_klass_base, __ATOMIC_ACQUIRE) != 0)) return true;
+    char *base = atomic_load_explicit(&space.base, memory_order_acquire);
+    if (!base && !(base = set_up_space())) return false;
+    /* relaxed: published by the release store of the base after it */
+    __atomic_store_n(&cm_klass_shift, space_shift(), __ATOMIC_RELAXED);
+    __atomic_store_n(&cm_klass_base, (uintptr_t)base, __ATOMIC_RELEASE);
     return true;
 }
 
@@ -214,7 +238,7 @@ static uint32_t claim_free(uint32_t n) {
 static uint32_t claim_fresh(uint32_t n) {
     uint32_t cur = atomic_load_explicit(&bump, memory_order_relaxed);
     do {
-        if (cur > space.slots || space.slots - cur + 1 < n) return 0;
+        if (cur > space_slots() || space_slots() - cur + 1 < n) return 0;
     } while (!atomic_compare_exchange_weak_explicit(&bump, &cur, cur + n, memory_order_acq_rel, memory_order_relaxed));
     for (uint32_t s = cur; s < cur + n; s += LEAF_SLOTS - (s & (LEAF_SLOTS - 1)))
         if (!leaf_of(s)) return 0; /* no memory for its bitmaps: these slots stay unused */
@@ -304,23 +328,23 @@ static void fatal_if(bool bad, const char *func, const void *p) {
 }
 
 void *cm_klass_alloc(size_t size) {
-    if (!space_ready() || size > ((size_t)space.slots << space.shift)) {
+    if (!space_ready() || size > ((size_t)space_slots() << space_shift())) {
         errno = ENOMEM;
         return NULL;
     }
     if (size == 0) size = 1;
-    uint32_t n = (uint32_t)((size + slot_bytes() - 1) >> space.shift);
+    uint32_t n = (uint32_t)((size + slot_bytes() - 1) >> space_shift());
     uint32_t first = take_extent(n), last = first + n - 1;
     if (!first) {
         errno = ENOMEM;
         return NULL;
     }
     unsigned used = GRANULES; /* granules of the last slot the class takes */
-    if (space.tracked) {
-        size_t tail = size - ((size_t)(n - 1) << space.shift);
+    if (space_tracked()) {
+        size_t tail = size - ((size_t)(n - 1) << space_shift());
         used = (unsigned)((tail + granule_bytes() - 1) / granule_bytes());
         gap_slot_t *g = gap_of(last);
-        uint64_t gap = space.gaps && used < GRANULES ? ~cm_bits_mask(used, 0) : 0;
+        uint64_t gap = space_gaps() && used < GRANULES ? ~cm_bits_mask(used, 0) : 0;
         atomic_store_explicit(&g->ends, (uint64_t)1 << (used - 1), memory_order_relaxed);
         /* release: a cm_meta_alloc that sees the free granules sees the ends */
         atomic_store_explicit(&g->free, gap, memory_order_release);
@@ -349,8 +373,8 @@ static uint32_t class_last_slot(uint32_t first) {
 static uint32_t slot_checked(const void *p, const char *func) {
     char *base = atomic_load_explicit(&space.base, memory_order_acquire);
     uintptr_t off = (uintptr_t)p - (uintptr_t)base;
-    fatal_if(!base || (uintptr_t)p < (uintptr_t)base || off >> space.shift >= atomic_load(&bump), func, p);
-    return (uint32_t)(off >> space.shift);
+    fatal_if(!base || (uintptr_t)p < (uintptr_t)base || off >> space_shift() >= atomic_load(&bump), func, p);
+    return (uint32_t)(off >> space_shift());
 }
 
 void cm_klass_free(void *klass) {
@@ -363,7 +387,7 @@ void cm_klass_free(void *klass) {
     uint32_t last = class_last_slot(first), n = last - first + 1;
     atomic_fetch_and_explicit(ends_word(last), ~bit(last), memory_order_relaxed);
     unsigned used = GRANULES;
-    if (space.tracked) {
+    if (space_tracked()) {
         gap_slot_t *g = gap_of(last);
         used = (unsigned)__builtin_ctzll(atomic_load_explicit(&g->ends, memory_order_relaxed)) + 1;
         /* release: our leaf bit's clearing is seen by whoever sees this (cm_meta_free) */
@@ -371,7 +395,7 @@ void cm_klass_free(void *klass) {
     }
     atomic_fetch_sub_explicit(&classes_live, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&bytes_requested, class_bytes(n, used), memory_order_relaxed);
-    if (!space.gaps) {
+    if (!space_gaps()) {
         extent_release(last, n);
         return;
     }
@@ -433,7 +457,7 @@ static void *meta_in_gap(size_t size) {
 
 void *cm_meta_alloc(size_t size) {
     if (size == 0) size = 1;
-    if (space_ready() && space.gaps && size <= slot_bytes()) {
+    if (space_ready() && space_gaps() && size <= slot_bytes()) {
         void *p = meta_in_gap(size);
         if (p) return p;
     }
@@ -445,14 +469,14 @@ void *cm_meta_alloc(size_t size) {
 void cm_meta_free(void *meta) {
     if (!meta) return;
     char *base = atomic_load_explicit(&space.base, memory_order_acquire);
-    if (!base || (char *)meta < base || (char *)meta >= base + ((size_t)space.slots << space.shift) + slot_bytes()) {
+    if (!base || (char *)meta < base || (char *)meta >= base + ((size_t)space_slots() << space_shift()) + slot_bytes()) {
         atomic_fetch_sub_explicit(&meta_elsewhere, cm_usable_size(meta), memory_order_relaxed);
         cm_free(meta);
         return;
     }
     uint32_t slot = slot_checked(meta, "cm_meta_free");
     size_t granule = granule_bytes(), off = (uintptr_t)meta & (slot_bytes() - 1);
-    fatal_if(!space.gaps || off % 16 != 0, "cm_meta_free", meta);
+    fatal_if(!space_gaps() || off % 16 != 0, "cm_meta_free", meta);
     gap_slot_t *g = gap_of(slot);
     unsigned at = (unsigned)(off / granule);
     /* One snapshot of the slot's ends, then whether a class lives here: a
@@ -488,13 +512,13 @@ void cm_klass_stats(struct cm_klass_stats *out) {
     out->shift = (c & (CFG_SET | CFG_FROZEN)) ? cfg_shift(c) : (cm_options.klass_shift ? cm_options.klass_shift : DEFAULT_SHIFT);
     out->range_log2 = out->shift + out->narrow_bits;
     if (!ready) return;
-    out->gap_filling = space.gaps;
+    out->gap_filling = space_gaps();
     out->classes_live = atomic_load_explicit(&classes_live, memory_order_relaxed);
     out->bytes_requested = atomic_load_explicit(&bytes_requested, memory_order_relaxed);
-    out->bytes_committed = (size_t)(atomic_load_explicit(&bump, memory_order_relaxed) - 1) << space.shift;
+    out->bytes_committed = (size_t)(atomic_load_explicit(&bump, memory_order_relaxed) - 1) << space_shift();
     out->gap_bytes_reused = atomic_load_explicit(&gap_bytes, memory_order_relaxed);
     out->meta_bytes_elsewhere = atomic_load_explicit(&meta_elsewhere, memory_order_relaxed);
-    size_t in_use = atomic_load_explicit(&slots_in_use, memory_order_relaxed) << space.shift;
+    size_t in_use = atomic_load_explicit(&slots_in_use, memory_order_relaxed) << space_shift();
     size_t held = out->bytes_requested + out->gap_bytes_reused;
     out->alignment_loss = in_use > held ? in_use - held : 0;
     out->loss_per_class = out->classes_live ? out->alignment_loss / out->classes_live : 0;

@@ -11,6 +11,8 @@
  *  - cm_klass_configure: EINVAL out of bounds, EBUSY after first use;
  *  - misuse: freeing a non-class or a metadata block twice aborts with the
  *    one-line report;
+ *  - four threads use the space first at the same moment (ten times, each
+ *    in a fresh child);
  *  - four threads allocate classes and metadata, hand some to each other to
  *    free, and verify every block before freeing it. */
 #include "core_util.h"
@@ -241,6 +243,37 @@ static void meta_free_of_class(void)
     cm_meta_free(k);
 }
 
+/* ---- first use from several threads at once ---- */
+/* Every thread sets the space up at the same moment (each child process
+ * uses it first here): the racers' set-up must not write what the
+ * winner's readers read (under ThreadSanitizer, a data race report). */
+#define FIRST_USERS 4
+static atomic_int first_use_go;
+
+static void *first_user(void *arg)
+{
+    unsigned me = (unsigned)(uintptr_t)arg;
+    while (!atomic_load_explicit(&first_use_go, memory_order_acquire)) {
+    }
+    size_t n = 100 + 300 * me;
+    void *k = cm_klass_alloc(n);
+    check_block(k, 10);
+    uint64_t seed = cmt_seed(k, n, me, 0);
+    cmt_fill(k, n, seed);
+    CMT_VERIFY(k, n, seed, "a class allocated at the first use");
+    cm_klass_free(k);
+    return NULL;
+}
+
+static void first_use_race(void)
+{
+    pthread_t t[FIRST_USERS];
+    for (uintptr_t i = 0; i < FIRST_USERS; i++)
+        CMT_CHECK(pthread_create(&t[i], NULL, first_user, (void *)i) == 0, "pthread_create");
+    atomic_store_explicit(&first_use_go, 1, memory_order_release);
+    for (int i = 0; i < FIRST_USERS; i++) pthread_join(t[i], NULL);
+}
+
 /* ---- threads ---- */
 static struct cmt_xchg xchg;
 
@@ -312,6 +345,7 @@ int main(int argc, char **argv)
     failures += !cmt_case("free_class_twice", free_class_twice, "cagemalloc: cm_klass_free(): invalid pointer 0x");
     failures += !cmt_case("free_meta_twice", free_meta_twice, "cagemalloc: cm_meta_free(): double free 0x");
     failures += !cmt_case("meta_free_of_class", meta_free_of_class, "cagemalloc: cm_meta_free(): invalid pointer 0x");
+    for (int round = 0; round < 10; round++) failures += !cmt_case("first_use_race", first_use_race, NULL);
     failures += !cmt_case("threads", threads, NULL);
     printf("%d failure(s)\n", failures);
     return failures != 0;
