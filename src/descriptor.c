@@ -25,7 +25,7 @@ static cm_desc_t *unowned(cm_desc_t *d) {
 }
 
 cm_desc_t *cm_desc_alloc(void) {
-    if (!cm_desc_region) return NULL;
+    if (!cm_desc_base()) return NULL;
     cm_desc_t *d = cm_desc_stack_pop(&released);
     if (d) return unowned(d);
     /* relaxed: the index is only a ticket; the descriptor's contents are
@@ -41,7 +41,7 @@ cm_desc_t *cm_desc_alloc(void) {
 
 void cm_desc_release(cm_desc_t *d) { cm_desc_stack_push(&released, d); }
 
-uint32_t cm_desc_capacity(void) { return (uint32_t)cm_desc_region[0].map_size; }
+uint32_t cm_desc_capacity(void) { return (uint32_t)cm_desc_base()[0].map_size; }
 
 uint32_t cm_desc_count(void) { return atomic_load_explicit(&desc_next_free, memory_order_relaxed); }
 

@@ -48,7 +48,7 @@ bool cm_thread_start(void) {
     h->trim_seen = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
     atomic_store_explicit(&h->lasting, 1, memory_order_relaxed);
     t->heap = h;
-    t->link_key = cm_link_key;
+    t->link_key = cm_link_key_get();
     t->link_invalid = CM_LINK_INVALID;
     t->free_key = CM_FREE_KEY(h->ref);
     t->state = CM_THREAD_ACTIVE;

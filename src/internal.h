@@ -249,21 +249,41 @@ typedef struct cm_desc {
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
 
 CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
+/* A global set once at init by a CAS race (cm_desc_region, cm_link_key):
+ * a thread reads it only after its own cm_ensure_init saw it set (acquire),
+ * and a late racer's CAS fails, which in C11 is a read: plain reads race
+ * with nothing. ThreadSanitizer models every CAS as a write, though
+ * (google/sanitizers#1520), and would report them: its builds read these
+ * atomically. Elsewhere a plain read, which an instruction can fold in (an
+ * atomic load in free's fast path took it from 128 to 131 bytes). */
+#if defined(__SANITIZE_THREAD__) /* gcc's way to say it */
+#define CM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) /* clang's */
+#define CM_TSAN 1
+#endif
+#endif
+#ifdef CM_TSAN
+#define CM_SET_AT_INIT(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#define CM_SET_AT_INIT(x) (x)
+#endif
+CM_INLINE cm_desc_t *cm_desc_base(void) { return CM_SET_AT_INIT(cm_desc_region); }
 /* Ref 0 names no descriptor (descriptor 0 records the region's capacity);
  * ref 1 is what a retired span's page-map entries name: a descriptor of no
  * class that is never handed out (descriptor.c, pool.c). */
 #define CM_DESC_RETIRED 1u
 
-CM_INLINE cm_desc_t *cm_desc_from_ref(uint32_t ref) { return cm_desc_region + ref; }
+CM_INLINE cm_desc_t *cm_desc_from_ref(uint32_t ref) { return cm_desc_base() + ref; }
 /* A page-map entry's descriptor: its ref is the entry's high bits, and a
  * descriptor is 2^CM_ENTRY_REF_SHIFT bytes, so masking off the class gives
  * the byte offset (one AND, no shift). */
 _Static_assert(sizeof(cm_desc_t) == 1u << CM_ENTRY_REF_SHIFT, "an entry without its class is its descriptor's offset");
 CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
-    return (cm_desc_t *)((char *)cm_desc_region + (entry & ~CM_ENTRY_CLASS_MASK));
+    return (cm_desc_t *)((char *)cm_desc_base() + (entry & ~CM_ENTRY_CLASS_MASK));
 }
 
-CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_region); }
+CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_base()); }
 
 /* True if p is the start of a block of d's superblock, d being the
  * descriptor p's page-map entry names: the same test on p's offset from d's
@@ -677,6 +697,7 @@ typedef struct cm_free_block {
  * switch cost four instructions per malloc+free pair). */
 #define cm_harden ((bool)CM_HARDENING)
 CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
+CM_INLINE uintptr_t cm_link_key_get(void) { return CM_SET_AT_INIT(cm_link_key); }
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 7) /* set in no decoded link */
 
@@ -687,7 +708,7 @@ CM_INLINE uintptr_t cm_link_encode_with(const void *block, const void *next, uin
     return link;
 }
 CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
-    return cm_link_encode_with(block, next, cm_link_key);
+    return cm_link_encode_with(block, next, cm_link_key_get());
 }
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
@@ -702,7 +723,7 @@ CM_INLINE void *cm_block_next_keyed(const void *block, uintptr_t key, bool harde
     return (void *)(harden ? link ^ key ^ (uintptr_t)block : link);
 }
 CM_INLINE void *cm_block_next_unverified_as(const void *block, bool harden) {
-    return cm_block_next_keyed(block, cm_link_key, harden);
+    return cm_block_next_keyed(block, cm_link_key_get(), harden);
 }
 CM_INLINE void *cm_block_next_unverified(const void *block) {
     return cm_block_next_unverified_as(block, cm_likely(cm_harden));
@@ -750,7 +771,10 @@ CM_INLINE bool cm_block_looks_free_with(const void *block, const uintptr_t *key)
     __builtin_memcpy(&key_tag, (const char *)key + CM_TAG_OFFSET, 2);
     return word_tag == key_tag;
 }
-CM_INLINE bool cm_block_looks_free(const void *block) { return cm_block_looks_free_with(block, &cm_link_key); }
+CM_INLINE bool cm_block_looks_free(const void *block) {
+    uintptr_t key = cm_link_key_get();
+    return cm_block_looks_free_with(block, &key);
+}
 
 /* ---------------------------------------------------------------- large blocks */
 CM_HIDDEN cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space);
