@@ -61,7 +61,7 @@ void cm_arena_reserve(void) {
     /* An address-space limit would count the reservation whole against
      * what large blocks may map, strict overcommit would charge it whole:
      * there, grow in 32 MiB steps. */
-    size_t want = cm_os_reservations_cost() ? 0 : cm_options.arena_reserve;
+    size_t want = cm_os_reservations_cost() ? 0 : CM_OPTION(arena_reserve);
     if (want > ((size_t)1 << CM_ARENA_MAX_SHIFT)) want = (size_t)1 << CM_ARENA_MAX_SHIFT;
     _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");
     _Static_assert(ARENA_RESERVE_MIN > CM_ARENA_TABLE_BYTES, "a reservation holds chunks after the map");

@@ -35,7 +35,7 @@ static cm_runs_t units = {.word = unit_word};
 /* Units in use by the cage: all of them, or CAGEMALLOC_CAGE_LIMIT's worth
  * (a small cage for tests that fill it). Unit 0 holds the bitmap. */
 static uint32_t units_used(void) {
-    size_t limit = cm_options.cage_limit;
+    size_t limit = CM_OPTION(cage_limit);
     if (limit == 0 || limit >= CM_CAGE_SIZE) return UNITS;
     uint32_t n = (uint32_t)(limit >> CM_UNIT_SHIFT);
     return n < 2 ? 2 : n;

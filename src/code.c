@@ -326,7 +326,7 @@ void *cm_code_alloc(size_t size, const void *near) {
         void *p = take_block(r, granules);
         if (p) return p;
     }
-    size_t range = cm_options.code_range;
+    size_t range = CM_OPTION(code_range);
     if (range < (size_t)granules << GRANULE_SHIFT) range = ((size_t)granules << GRANULE_SHIFT);
     range = (range + RANGE_ALIGN - 1) & ~(RANGE_ALIGN - 1);
     code_range_t *r = new_range(range, text_lo, text_hi);

@@ -61,7 +61,7 @@ void cm_init_slow(void) {
     int none = 0;
     if (atomic_compare_exchange_strong_explicit(&cm_initialized, &none, 1, memory_order_release,
                                                 memory_order_relaxed) &&
-        cm_options.verbose)
+        CM_OPTION(verbose))
         cm_stats_verbose_init(secret_source, cm_os_clock_in_vdso() ? "clock_gettime in the vDSO"
                                                                    : "clock_gettime system call (no vDSO found)");
 }

@@ -249,7 +249,8 @@ typedef struct cm_desc {
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
 
 CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
-/* A global set once at init by a CAS race (cm_desc_region, cm_link_key):
+/* A global set once at init by a CAS race (cm_desc_region, cm_link_key,
+ * the settings):
  * a thread reads it only after its own cm_ensure_init saw it set (acquire),
  * and a late racer's CAS fails, which in C11 is a read: plain reads race
  * with nothing. ThreadSanitizer models every CAS as a write, though
@@ -527,6 +528,9 @@ typedef struct cm_options {
     size_t arena_reserve;     /* CAGEMALLOC_ARENA_RESERVE: bytes of address space reserved for superblocks at init */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
+/* A setting, read as a global set at init (CM_SET_AT_INIT): each
+ * one is CAS'ed once from its default (options.c). */
+#define CM_OPTION(field) CM_SET_AT_INIT(cm_options.field)
 
 /* ---------------------------------------------------------------- test hooks */
 /* A pause point for tests that must run a precise interleaving (a unit test

@@ -110,7 +110,7 @@ static uint32_t space_slots(void) {
 /* Slots of 256 bytes or more have gap maps (granule-exact sizes)... */
 static bool space_tracked(void) { return space_shift() >= GAP_SHIFT_MIN; }
 /* ... and cm_meta_alloc uses them (CAGEMALLOC_KLASS_GAPS). */
-static bool space_gaps(void) { return space_tracked() && cm_options.klass_gaps; }
+static bool space_gaps(void) { return space_tracked() && CM_OPTION(klass_gaps); }
 
 static _Atomic uint64_t gap_stack[GRANULES + 1]; /* by longest free run of granules */
 static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is never used */
@@ -167,8 +167,8 @@ static char *set_up_space(void) {
     while (!(c & CFG_FROZEN)) {
         uint32_t want = c;
         if (!(c & CFG_SET)) {
-            unsigned shift = cm_options.klass_shift ? cm_options.klass_shift : DEFAULT_SHIFT;
-            unsigned range = cm_options.klass_range ? cm_options.klass_range : DEFAULT_RANGE;
+            unsigned shift = CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT;
+            unsigned range = CM_OPTION(klass_range) ? CM_OPTION(klass_range) : DEFAULT_RANGE;
             want = cfg_valid(shift, range) ? cfg_make(shift, range) : cfg_make(DEFAULT_SHIFT, DEFAULT_RANGE);
         }
         if (atomic_compare_exchange_weak_explicit(&config, &c, want | CFG_FROZEN, memory_order_acq_rel,
@@ -409,8 +409,8 @@ unsigned cm_klass_bits(void) {
     uint32_t c = atomic_load_explicit(&config, memory_order_acquire);
     if (c & (CFG_SET | CFG_FROZEN)) return cfg_range(c) - cfg_shift(c);
     cm_ensure_init();
-    unsigned shift = cm_options.klass_shift ? cm_options.klass_shift : DEFAULT_SHIFT;
-    unsigned range = cm_options.klass_range ? cm_options.klass_range : DEFAULT_RANGE;
+    unsigned shift = CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT;
+    unsigned range = CM_OPTION(klass_range) ? CM_OPTION(klass_range) : DEFAULT_RANGE;
     return cfg_valid(shift, range) ? range - shift : DEFAULT_RANGE - DEFAULT_SHIFT;
 }
 
@@ -509,7 +509,7 @@ void cm_klass_stats(struct cm_klass_stats *out) {
     uint32_t c = atomic_load_explicit(&config, memory_order_acquire);
     bool ready = atomic_load_explicit(&space.base, memory_order_acquire) != NULL;
     out->narrow_bits = cm_klass_bits();
-    out->shift = (c & (CFG_SET | CFG_FROZEN)) ? cfg_shift(c) : (cm_options.klass_shift ? cm_options.klass_shift : DEFAULT_SHIFT);
+    out->shift = (c & (CFG_SET | CFG_FROZEN)) ? cfg_shift(c) : (CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT);
     out->range_log2 = out->shift + out->narrow_bits;
     if (!ready) return;
     out->gap_filling = space_gaps();

@@ -63,7 +63,7 @@ static void release(cm_desc_t *d) {
 static bool cache_put(cm_desc_t *d) {
     size_t bytes = d->map_size;
     size_t before = atomic_fetch_add_explicit(&cm_counters.large_cached, bytes, memory_order_relaxed);
-    if (before + bytes > cm_options.large_cache) {
+    if (before + bytes > CM_OPTION(large_cache)) {
         cm_uncount(&cm_counters.large_cached, bytes);
         return false;
     }
@@ -119,7 +119,7 @@ static cm_desc_t *cache_take(size_t need, size_t align, unsigned space) {
 static void purge_old(bool everything) {
     uint64_t now = cm_os_now_ns();
     uint64_t last = atomic_load_explicit(&last_purge_ns, memory_order_relaxed);
-    if (!everything && (now - last < cm_options.decay_ns / 4 ||
+    if (!everything && (now - last < CM_OPTION(decay_ns) / 4 ||
                         !atomic_compare_exchange_strong_explicit(&last_purge_ns, &last, now,
                                                                  memory_order_relaxed, memory_order_relaxed)))
         return;
@@ -129,7 +129,7 @@ static void purge_old(bool everything) {
         cm_desc_t *d = cache_take_slot(i, w);
         if (!d) continue;
         uint64_t idle = now - atomic_load_explicit(&d->idle_since, memory_order_relaxed);
-        if (everything || idle >= cm_options.decay_ns || !cache_put(d)) release(d);
+        if (everything || idle >= CM_OPTION(decay_ns) || !cache_put(d)) release(d);
     }
 }
 

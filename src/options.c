@@ -37,9 +37,11 @@ static bool env_flag(const char *name, bool fallback) {
 
 /* Change a setting from its default to v, once: every thread racing through
  * init computes the same v, the first one's CAS writes it and the others'
- * CAS fails and writes nothing. So no store ever races with the plain reads
- * of the settings elsewhere, and the acquire of a failed CAS (or of
- * cm_initialized) orders those reads after the one write. */
+ * CAS fails and writes nothing. So no store ever races with the reads of
+ * the settings elsewhere (CM_OPTION: plain, but atomic under
+ * ThreadSanitizer, which counts a failed CAS as a write), and the acquire
+ * of a failed CAS (or of cm_initialized) orders those reads after the one
+ * write. */
 #define SET_ONCE(var, dflt, v)                                                                              \
     do {                                                                                                    \
         __typeof__(var) expected_ = (dflt), value_ = (v);                                                   \

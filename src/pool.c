@@ -123,7 +123,7 @@ static void unkeep_bytes(size_t bytes) { atomic_fetch_sub_explicit(&empty_kept_b
 
 static bool keep_empty(size_t bytes) {
     size_t now = atomic_fetch_add_explicit(&empty_kept_bytes, bytes, memory_order_relaxed);
-    if (now + bytes <= cm_options.empty_keep) return true;
+    if (now + bytes <= CM_OPTION(empty_keep)) return true;
     unkeep_bytes(bytes);
     return false;
 }
@@ -658,7 +658,7 @@ bool cm_pool_trim(void) {
  * descriptors per pass, round robin, so no malloc does unbounded work. */
 void cm_pool_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
-    if (now - last < cm_options.decay_ns / 4 || atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
+    if (now - last < CM_OPTION(decay_ns) / 4 || atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
         !atomic_compare_exchange_strong_explicit(&last_decay_ns, &last, now, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
@@ -667,7 +667,7 @@ void cm_pool_decay(void) {
     uint32_t at = atomic_fetch_add_explicit(&decay_cursor, DECAY_SCAN, memory_order_relaxed);
     for (uint32_t i = 0; i < DECAY_SCAN && i + 1 < n; i++) {
         CM_TEST_POINT("decay: descriptor visited");
-        retire_if_kept(cm_desc_from_ref(1 + (at + i) % (n - 1)), now, cm_options.decay_ns);
+        retire_if_kept(cm_desc_from_ref(1 + (at + i) % (n - 1)), now, CM_OPTION(decay_ns));
     }
 }
 

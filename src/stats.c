@@ -120,7 +120,7 @@ void cm_stats_get(cm_stats_t *s) {
 void cm_stats_print(int fd) { cm_stats_report(fd); }
 
 __attribute__((destructor)) static void report_at_exit(void) {
-    if (cm_options.show_stats) cm_stats_report(2);
+    if (CM_OPTION(show_stats)) cm_stats_report(2);
 }
 
 /* ------------------------------------------------------------ glibc's interfaces */
@@ -249,9 +249,9 @@ void cm_stats_verbose_init(const char *secret_source, const char *clock_source) 
     put(&o, ")\ncagemalloc: clock: ");
     put(&o, clock_source);
     put(&o, "\n");
-    put_line(&o, "empty superblocks kept up to ", cm_options.empty_keep >> 10, " KiB (CAGEMALLOC_EMPTY_KEEP)");
-    put_line(&o, "large mappings cached up to ", cm_options.large_cache >> 10, " KiB (CAGEMALLOC_LARGE_CACHE)");
-    put_line(&o, "kept memory returned after ", cm_options.decay_ns / 1000000, " ms idle (CAGEMALLOC_DECAY_MS)");
+    put_line(&o, "empty superblocks kept up to ", CM_OPTION(empty_keep) >> 10, " KiB (CAGEMALLOC_EMPTY_KEEP)");
+    put_line(&o, "large mappings cached up to ", CM_OPTION(large_cache) >> 10, " KiB (CAGEMALLOC_LARGE_CACHE)");
+    put_line(&o, "kept memory returned after ", CM_OPTION(decay_ns) / 1000000, " ms idle (CAGEMALLOC_DECAY_MS)");
     put_line(&o, "arena reserved: ", (atomic_load_explicit(&cm_arena_range.units, memory_order_relaxed) << CM_UNIT_SHIFT) >> 20,
              " MiB (CAGEMALLOC_ARENA_RESERVE; superblocks beyond it come from 32 MiB reservations)");
     put_line(&o, "descriptors: ", cm_desc_capacity(), " (one per superblock or large block; at the cap malloc fails with ENOMEM)");

@@ -2,9 +2,10 @@
  * same moment (each round in a fresh child whose parent never called the
  * cm_ API): plain blocks, a heap of one's own, a cage block, a large block.
  * Every thread fills its block with a pattern and verifies it before the
- * free. Under ThreadSanitizer (core_first_use_tsan) the set-up races must
- * not be data races: a late racer's CAS on a global set once at init was
- * reported against the plain reads of threads already running. */
+ * free. Every other round sets CAGEMALLOC_* settings first, so the racers
+ * also set those. Under ThreadSanitizer (core_first_use_tsan) the set-up
+ * races must not be data races: a late racer's CAS on a global set once at
+ * init was reported against the plain reads of threads already running. */
 #include "core_util.h"
 
 #include <pthread.h>
@@ -15,7 +16,8 @@
 #define ROUNDS 10
 
 static atomic_int go;
-static int use; /* which first use the threads make */
+static int use;           /* which first use the threads make */
+static int with_settings; /* set CAGEMALLOC_* settings before it */
 
 enum { USE_MALLOC, USE_HEAP, USE_CAGE, USE_LARGE, USES };
 static const char *const use_names[USES] = {"malloc", "heap", "cage", "large"};
@@ -41,6 +43,13 @@ static void *first_user(void *arg)
 
 static void first_use(void)
 {
+    if (with_settings) {
+        /* read at the first use (in the sanitized builds, whose malloc is
+         * the sanitizer's, that is the threads' below) */
+        setenv("CAGEMALLOC_DECAY_MS", "500", 1);
+        setenv("CAGEMALLOC_EMPTY_KEEP", "32m", 1);
+        setenv("CAGEMALLOC_LARGE_CACHE", "32m", 1);
+    }
     pthread_t t[USERS];
     for (uintptr_t i = 0; i < USERS; i++)
         CMT_CHECK(pthread_create(&t[i], NULL, first_user, (void *)i) == 0, "pthread_create");
@@ -55,8 +64,10 @@ int main(void)
     for (use = 0; use < USES; use++) {
         char name[32];
         snprintf(name, sizeof name, "first_use_%s", use_names[use]);
-        for (int round = 0; round < ROUNDS; round++)
+        for (int round = 0; round < ROUNDS; round++) {
+            with_settings = round % 2;
             failures += !cmt_case(name, first_use, NULL);
+        }
     }
     printf("%d failure(s)\n", failures);
     return failures != 0;
