@@ -34,6 +34,23 @@ extern "C" {
 #define CM_MALLOC_ATTRS
 #endif
 
+/* A read of a global that the library sets once, by a CAS race between the
+ * threads that first need it (cm_cage_base): plain, so an instruction can
+ * fold it in; atomic under ThreadSanitizer, which counts the failed CAS of
+ * a late racer (a read in C11) as a write (google/sanitizers#1520). */
+#if defined(__SANITIZE_THREAD__) /* gcc's way to say ThreadSanitizer */
+#define CM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) /* clang's */
+#define CM_TSAN 1
+#endif
+#endif
+#ifdef CM_TSAN
+#define CM_LOAD_SET_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#define CM_LOAD_SET_ONCE(x) (x)
+#endif
+
 #define CAGEMALLOC_VERSION_MAJOR 0
 #define CAGEMALLOC_VERSION_MINOR 1
 
@@ -177,7 +194,7 @@ static inline uint32_t cm_compress(const void *p) {
     return (uint32_t)((uintptr_t)p >> CAGEMALLOC_CAGE_SHIFT);
 }
 static inline void *cm_decompress(uint32_t c) {
-    return (void *)(((uintptr_t)(intptr_t)(int32_t)c << CAGEMALLOC_CAGE_SHIFT) & cm_cage_base);
+    return (void *)(((uintptr_t)(intptr_t)(int32_t)c << CAGEMALLOC_CAGE_SHIFT) & CM_LOAD_SET_ONCE(cm_cage_base));
 }
 
 /* As malloc, calloc, realloc and aligned_alloc, inside the cage, from the

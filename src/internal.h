@@ -250,26 +250,12 @@ _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache li
 
 CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
 /* A global set once at init by a CAS race (cm_desc_region, cm_link_key,
- * the settings):
- * a thread reads it only after its own cm_ensure_init saw it set (acquire),
- * and a late racer's CAS fails, which in C11 is a read: plain reads race
- * with nothing. ThreadSanitizer models every CAS as a write, though
- * (google/sanitizers#1520), and would report them: its builds read these
- * atomically. Elsewhere a plain read, which an instruction can fold in (an
- * atomic load in free's fast path took it from 128 to 131 bytes). */
-#if defined(__SANITIZE_THREAD__) /* gcc's way to say it */
-#define CM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) /* clang's */
-#define CM_TSAN 1
-#endif
-#endif
-#ifdef CM_TSAN
-#define CM_SET_AT_INIT(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#else
-#define CM_SET_AT_INIT(x) (x)
-#endif
-CM_INLINE cm_desc_t *cm_desc_base(void) { return CM_SET_AT_INIT(cm_desc_region); }
+ * the settings) is read with CM_LOAD_SET_ONCE (cagemalloc.h): a thread
+ * reads it only after its own cm_ensure_init saw it set (acquire), and a
+ * late racer's CAS fails, which in C11 is a read, so plain reads race with
+ * nothing; only ThreadSanitizer's builds read it atomically. (An atomic
+ * load in free's fast path took it from 128 to 131 bytes.) */
+CM_INLINE cm_desc_t *cm_desc_base(void) { return CM_LOAD_SET_ONCE(cm_desc_region); }
 /* Ref 0 names no descriptor (descriptor 0 records the region's capacity);
  * ref 1 is what a retired span's page-map entries name: a descriptor of no
  * class that is never handed out (descriptor.c, pool.c). */
@@ -528,9 +514,9 @@ typedef struct cm_options {
     size_t arena_reserve;     /* CAGEMALLOC_ARENA_RESERVE: bytes of address space reserved for superblocks at init */
 } cm_options_t;
 CM_HIDDEN extern cm_options_t cm_options;
-/* A setting, read as a global set at init (CM_SET_AT_INIT): each
+/* A setting, read as a global set at init (CM_LOAD_SET_ONCE): each
  * one is CAS'ed once from its default (options.c). */
-#define CM_OPTION(field) CM_SET_AT_INIT(cm_options.field)
+#define CM_OPTION(field) CM_LOAD_SET_ONCE(cm_options.field)
 
 /* ---------------------------------------------------------------- test hooks */
 /* A pause point for tests that must run a precise interleaving (a unit test
@@ -701,7 +687,7 @@ typedef struct cm_free_block {
  * switch cost four instructions per malloc+free pair). */
 #define cm_harden ((bool)CM_HARDENING)
 CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
-CM_INLINE uintptr_t cm_link_key_get(void) { return CM_SET_AT_INIT(cm_link_key); }
+CM_INLINE uintptr_t cm_link_key_get(void) { return CM_LOAD_SET_ONCE(cm_link_key); }
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 7) /* set in no decoded link */
 

@@ -32,6 +32,8 @@ static void *first_user(void *arg)
     CMT_CHECK(use != USE_HEAP || h != NULL, "cm_heap_new failed");
     unsigned char *p = h ? cm_heap_malloc(h, n) : use == USE_CAGE ? cm_cage_malloc(n) : cm_malloc(n);
     CMT_CHECK(p != NULL, "the first allocation (%s) failed", use_names[use]);
+    if (use == USE_CAGE)
+        CMT_CHECK(cm_decompress(cm_compress(p)) == p, "%p does not round-trip through 32 bits", (void *)p);
     uint64_t seed = cmt_seed(p, n, me, 0);
     cmt_fill(p, n, seed);
     CMT_VERIFY(p, n, seed, "a block of the first use");
