@@ -9,6 +9,8 @@
  *  - W^X: no mapping of the process is writable and executable;
  *  - exhaustion: blocks of 256 MiB until NULL with ENOMEM, each within
  *    reach; after a free, allocation works again;
+ *  - four threads use the code space first at the same moment (ten fresh
+ *    children), each writing and running a call;
  *  - four threads allocate, write (and run) code and free it, some blocks
  *    freed by another thread, each checked before it is freed;
  *  - misuse: writing outside the code space gives EINVAL; freeing what is
@@ -193,6 +195,19 @@ static void free_twice(void)
 /* ---- threads ---- */
 static struct cmt_xchg xchg;
 
+/* Four threads use the code space first at the same moment (a fresh child
+ * each time: the parent uses it only after these cases), each writing and
+ * running a call to a function of this program. */
+static void *first_user(void *arg)
+{
+    int me = (int)(uintptr_t)arg;
+    void *block = write_call((const void *)triple_plus_one, me);
+    CMT_CHECK(((int (*)(void))block)() == triple_plus_one(me), "code written at the first use returned the wrong value");
+    cm_code_free(block);
+    return NULL;
+}
+static void first_use_race(void) { cmt_run_at_once(4, first_user); }
+
 static void check_and_free(const struct cmt_blk *b, const char *what)
 {
     CMT_VERIFY(b->p, b->n, b->seed, what);
@@ -244,6 +259,7 @@ static void check_threads(void)
 int main(void)
 {
     int failures = 0;
+    for (int round = 0; round < 10; round++) failures += !cmt_case("first_use_race", first_use_race, NULL);
     check_rel32_edges();
     check_round_trip();
     check_reach_all_blocks(NULL, "main program");

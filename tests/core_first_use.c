@@ -8,14 +8,11 @@
  * init was reported against the plain reads of threads already running. */
 #include "core_util.h"
 
-#include <pthread.h>
-
 #include "cagemalloc.h"
 
 #define USERS 4
 #define ROUNDS 10
 
-static atomic_int go;
 static int use;           /* which first use the threads make */
 static int with_settings; /* set CAGEMALLOC_* settings before it */
 
@@ -25,8 +22,6 @@ static const char *const use_names[USES] = {"malloc", "heap", "cage", "large"};
 static void *first_user(void *arg)
 {
     unsigned me = (unsigned)(uintptr_t)arg;
-    while (!atomic_load_explicit(&go, memory_order_acquire)) {
-    }
     size_t n = use == USE_LARGE ? (size_t)300000 + 4096 * me : (size_t)24 + 40 * me;
     cm_heap_t *h = use == USE_HEAP ? cm_heap_new() : NULL;
     CMT_CHECK(use != USE_HEAP || h != NULL, "cm_heap_new failed");
@@ -52,12 +47,7 @@ static void first_use(void)
         setenv("CAGEMALLOC_EMPTY_KEEP", "32m", 1);
         setenv("CAGEMALLOC_LARGE_CACHE", "32m", 1);
     }
-    pthread_t t[USERS];
-    for (uintptr_t i = 0; i < USERS; i++)
-        CMT_CHECK(pthread_create(&t[i], NULL, first_user, (void *)i) == 0, "pthread_create");
-    atomic_store_explicit(&go, 1, memory_order_release);
-    for (int i = 0; i < USERS; i++)
-        pthread_join(t[i], NULL);
+    cmt_run_at_once(USERS, first_user);
 }
 
 int main(void)

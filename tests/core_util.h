@@ -273,6 +273,39 @@ static inline void cmt_run_threads(unsigned n, void *(*fn)(void *))
         pthread_join(t[i], NULL);
 }
 
+/* Run fn on n threads (argument: the thread's index) that all start it at
+ * the same moment, each spinning until every one exists: for races between
+ * first uses. */
+static inline atomic_int *cmt_at_once_go(void)
+{
+    static atomic_int go;
+    return &go;
+}
+static inline void *(**cmt_at_once_fn(void))(void *)
+{
+    static void *(*fn)(void *);
+    return &fn;
+}
+static inline void *cmt_at_once_start(void *arg)
+{
+    while (!atomic_load_explicit(cmt_at_once_go(), memory_order_acquire)) {
+    }
+    return (*cmt_at_once_fn())(arg);
+}
+static inline void cmt_run_at_once(unsigned n, void *(*fn)(void *))
+{
+    atomic_store_explicit(cmt_at_once_go(), 0, memory_order_relaxed);
+    *cmt_at_once_fn() = fn;
+    pthread_t t[64];
+    unsigned i;
+    CMT_CHECK(n <= 64, "at most 64 threads");
+    for (i = 0; i < n; i++)
+        CMT_CHECK(pthread_create(&t[i], NULL, cmt_at_once_start, (void *)(uintptr_t)i) == 0, "pthread_create");
+    atomic_store_explicit(cmt_at_once_go(), 1, memory_order_release);
+    for (i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
 #endif /* __cplusplus */
 
 #endif /* CORE_UTIL_H */

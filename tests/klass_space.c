@@ -247,14 +247,9 @@ static void meta_free_of_class(void)
 /* Every thread sets the space up at the same moment (each child process
  * uses it first here): the racers' set-up must not write what the
  * winner's readers read (under ThreadSanitizer, a data race report). */
-#define FIRST_USERS 4
-static atomic_int first_use_go;
-
 static void *first_user(void *arg)
 {
     unsigned me = (unsigned)(uintptr_t)arg;
-    while (!atomic_load_explicit(&first_use_go, memory_order_acquire)) {
-    }
     size_t n = 100 + 300 * me;
     void *k = cm_klass_alloc(n);
     check_block(k, 10);
@@ -265,14 +260,7 @@ static void *first_user(void *arg)
     return NULL;
 }
 
-static void first_use_race(void)
-{
-    pthread_t t[FIRST_USERS];
-    for (uintptr_t i = 0; i < FIRST_USERS; i++)
-        CMT_CHECK(pthread_create(&t[i], NULL, first_user, (void *)i) == 0, "pthread_create");
-    atomic_store_explicit(&first_use_go, 1, memory_order_release);
-    for (int i = 0; i < FIRST_USERS; i++) pthread_join(t[i], NULL);
-}
+static void first_use_race(void) { cmt_run_at_once(4, first_user); }
 
 /* ---- threads ---- */
 static struct cmt_xchg xchg;
