@@ -85,7 +85,8 @@ int cm_klass_configure(unsigned shift, unsigned range_log2) {
 
 /* ------------------------------------------------------------ the space */
 
-/* Set up once, by a CAS race (space_ready); base's release CAS publishes it. */
+/* Set up once, by a CAS race (set_up_space); base's release CAS publishes
+ * it to the racers, cm_klass_base's release store to everyone (space_ready). */
 static struct {
     _Atomic(char *) base;
     _Atomic(_Atomic(leaf_t *) *) root; /* slots / LEAF_SLOTS leaves */
@@ -95,7 +96,8 @@ static struct {
  * froze, not stored: every racer would store the same values, but a late
  * one's plain stores raced with the readers of an earlier one's space
  * (ThreadSanitizer caught it). Relaxed is enough: whoever uses the settings
- * saw base (acquire), which was published after the CAS that froze config.
+ * saw the space published (base or cm_klass_base, acquire), after the CAS
+ * that froze config.
  * All 0 before the freeze. */
 static uint32_t frozen_config(void) {
     uint32_t c = atomic_load_explicit(&config, memory_order_relaxed);
