@@ -274,36 +274,33 @@ static inline void cmt_run_threads(unsigned n, void *(*fn)(void *))
 }
 
 /* Run fn on n threads (argument: the thread's index) that all start it at
- * the same moment, each spinning until every one exists: for races between
- * first uses. */
-static inline atomic_int *cmt_at_once_go(void)
+ * the same moment, each spinning until every one has arrived: for races
+ * between first uses. */
+struct cmt_at_once {
+    void *(*fn)(void *);
+    unsigned n;
+    atomic_uint arrived;
+};
+static inline struct cmt_at_once *cmt_at_once(void)
 {
-    static atomic_int go;
-    return &go;
-}
-static inline void *(**cmt_at_once_fn(void))(void *)
-{
-    static void *(*fn)(void *);
-    return &fn;
+    static struct cmt_at_once state;
+    return &state;
 }
 static inline void *cmt_at_once_start(void *arg)
 {
-    while (!atomic_load_explicit(cmt_at_once_go(), memory_order_acquire)) {
+    struct cmt_at_once *s = cmt_at_once();
+    atomic_fetch_add_explicit(&s->arrived, 1, memory_order_acq_rel);
+    while (atomic_load_explicit(&s->arrived, memory_order_acquire) < s->n) {
     }
-    return (*cmt_at_once_fn())(arg);
+    return s->fn(arg);
 }
 static inline void cmt_run_at_once(unsigned n, void *(*fn)(void *))
 {
-    atomic_store_explicit(cmt_at_once_go(), 0, memory_order_relaxed);
-    *cmt_at_once_fn() = fn;
-    pthread_t t[64];
-    unsigned i;
-    CMT_CHECK(n <= 64, "at most 64 threads");
-    for (i = 0; i < n; i++)
-        CMT_CHECK(pthread_create(&t[i], NULL, cmt_at_once_start, (void *)(uintptr_t)i) == 0, "pthread_create");
-    atomic_store_explicit(cmt_at_once_go(), 1, memory_order_release);
-    for (i = 0; i < n; i++)
-        pthread_join(t[i], NULL);
+    struct cmt_at_once *s = cmt_at_once();
+    s->fn = fn;
+    s->n = n;
+    atomic_store_explicit(&s->arrived, 0, memory_order_relaxed);
+    cmt_run_threads(n, cmt_at_once_start); /* pthread_create orders the stores above before each thread */
 }
 
 #endif /* __cplusplus */
