@@ -9,7 +9,8 @@
  * in one 64-bit word and the tag defeats ABA. */
 #include "internal.h"
 
-cm_desc_t *cm_desc_region;
+static cm_desc_t unstarted[CM_DESC_RETIRED + 1]; /* refs 0 and 1 before the region exists */
+cm_desc_t *cm_desc_region = unstarted;
 static _Atomic uint32_t desc_next_free = CM_DESC_RETIRED + 1; /* refs 0 and 1 are never handed out */
 static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
 
@@ -25,7 +26,7 @@ static cm_desc_t *unowned(cm_desc_t *d) {
 }
 
 cm_desc_t *cm_desc_alloc(void) {
-    if (!cm_desc_base()) return NULL;
+    if (!cm_desc_started()) return NULL;
     cm_desc_t *d = cm_desc_stack_pop(&released);
     if (d) return unowned(d);
     /* relaxed: the index is only a ticket; the descriptor's contents are
@@ -42,6 +43,18 @@ cm_desc_t *cm_desc_alloc(void) {
 void cm_desc_release(cm_desc_t *d) { cm_desc_stack_push(&released, d); }
 
 uint32_t cm_desc_capacity(void) { return (uint32_t)cm_desc_base()[0].map_size; }
+
+/* acquire, not CM_LOAD_SET_ONCE: init's racers call this before they know
+ * the region is set, and then read its descriptor 0 */
+bool cm_desc_started(void) { return __atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)[0].map_size != 0; }
+
+/* mine's descriptor 0 records its capacity, so the region and its size are
+ * published by the one CAS; a late racer gives its reservation back. */
+void cm_desc_publish_region(cm_desc_t *mine) {
+    cm_desc_t *expected = unstarted;
+    if (!__atomic_compare_exchange_n(&cm_desc_region, &expected, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        cm_os_unreserve(mine, (size_t)mine[0].map_size * sizeof(cm_desc_t));
+}
 
 uint32_t cm_desc_count(void) { return atomic_load_explicit(&desc_next_free, memory_order_relaxed); }
 

@@ -32,18 +32,15 @@ static const char *init_link_key(void) {
 }
 
 /* Reserve the descriptor region, smaller if the address-space limit says
- * no. Descriptor 0 is never handed out; its map_size records the capacity,
- * so the region and its size are published by the one CAS. */
+ * no. Descriptor 0 is never handed out; its map_size records the capacity. */
 static bool init_descriptor_region(void) {
-    if (__atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)) return true;
+    if (cm_desc_started()) return true;
     for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2) {
-        size_t bytes = (size_t)capacity * sizeof(cm_desc_t);
-        cm_desc_t *mine = cm_os_reserve(bytes); /* committed is counted as descriptors are handed out */
+        /* committed is counted as descriptors are handed out */
+        cm_desc_t *mine = cm_os_reserve((size_t)capacity * sizeof(cm_desc_t));
         if (!mine) continue;
         mine[0].map_size = capacity;
-        cm_desc_t *none = NULL;
-        if (!__atomic_compare_exchange_n(&cm_desc_region, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            cm_os_unreserve(mine, bytes);
+        cm_desc_publish_region(mine);
         return true;
     }
     return false;

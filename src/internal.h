@@ -248,7 +248,13 @@ typedef struct cm_desc {
 
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
 
-CM_HIDDEN extern cm_desc_t *cm_desc_region;  /* set once at init, never changes */
+/* The descriptor region, set once at init (cm_desc_publish_region). Until
+ * then, and for good if init found no address space for it, it names a
+ * static stand-in whose descriptor 0 has no class and capacity 0: a free of
+ * NULL (or of a pointer not ours) made before the first allocation finds
+ * the descriptor of page-map entry 0 there, whose block test fails, as it
+ * does after init, instead of reading through a null base. */
+CM_HIDDEN extern cm_desc_t *cm_desc_region;
 /* A global set once at init by a CAS race (cm_desc_region, cm_link_key,
  * the settings) is read with CM_LOAD_SET_ONCE (cagemalloc.h): a thread
  * reads it only after its own cm_ensure_init saw it set (acquire), and a
@@ -377,6 +383,8 @@ CM_HIDDEN void cm_desc_stack_push(cm_desc_stack_t *s, cm_desc_t *d);
 CM_HIDDEN cm_desc_t *cm_desc_stack_pop(cm_desc_stack_t *s);
 CM_HIDDEN uint32_t cm_desc_count(void);     /* refs handed out so far (+1) */
 CM_HIDDEN uint32_t cm_desc_capacity(void);  /* refs the region holds */
+CM_HIDDEN bool cm_desc_started(void);       /* the region exists (capacity above 0) */
+CM_HIDDEN void cm_desc_publish_region(cm_desc_t *mine); /* keeps the first racer's; unreserves the others' */
 
 /* ---------------------------------------------------------------- page map */
 #define CM_PAGEMAP_LEAF_BITS (32 - CM_UNIT_SHIFT)

@@ -62,8 +62,7 @@ static size_t load_size(_Atomic size_t *c) { return atomic_load_explicit(c, memo
  * every superblock (relaxed reads of type-stable descriptors: a snapshot). */
 static void blocks_in_use(uint64_t live[CM_NUM_CLASSES + 1]) {
     for (unsigned c = 0; c <= CM_NUM_CLASSES; c++) live[c] = 0;
-    if (!cm_desc_base()) return;
-    uint32_t n = cm_desc_count(), cap = cm_desc_capacity();
+    uint32_t n = cm_desc_count(), cap = cm_desc_capacity(); /* 0 before init */
     for (uint32_t ref = 1; ref < n && ref < cap; ref++) {
         cm_desc_t *d = cm_desc_from_ref(ref);
         unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
