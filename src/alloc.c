@@ -197,12 +197,12 @@ void *cm_impl_reallocarray(void *p, size_t count, size_t size) {
     return cm_impl_realloc(p, total);
 }
 
-size_t cm_impl_usable_size(const void *p) {
+size_t cm_impl_usable_size(const void *p, const char *func) {
     if (p == NULL) return 0;
     uint32_t entry = cm_pagemap_get((uintptr_t)p);
     unsigned cls = cm_small_class_of(p, entry);
     if (cls != 0) return cm_class_info[cls].block_size;
-    return cm_large_usable(large_desc_checked(p, entry, "malloc_usable_size"));
+    return cm_large_usable(large_desc_checked(p, entry, func));
 }
 
 /* The calling thread's heaps give back what they hold unused now; every
@@ -235,5 +235,5 @@ CM_HOT_ENTRY void cm_free(void *p) { cm_free_inline(p); }
 void *cm_calloc(size_t count, size_t size) { return cm_impl_calloc(count, size); }
 void *cm_realloc(void *p, size_t size) { return cm_impl_realloc(p, size); }
 void *cm_aligned_alloc(size_t align, size_t size) { return cm_impl_aligned_alloc(align, size); }
-size_t cm_usable_size(const void *p) { return cm_impl_usable_size(p); }
+size_t cm_usable_size(const void *p) { return cm_impl_usable_size(p, "malloc_usable_size"); }
 int cm_trim(void) { return cm_impl_trim(); }

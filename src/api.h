@@ -17,7 +17,7 @@ CM_HIDDEN void *cm_impl_aligned_alloc(size_t align, size_t size);
 CM_HIDDEN int cm_impl_posix_memalign(void **out, size_t align, size_t size);
 CM_HIDDEN void *cm_impl_memalign(size_t align, size_t size);
 CM_HIDDEN void *cm_impl_pvalloc(size_t size);
-CM_HIDDEN size_t cm_impl_usable_size(const void *p);
+CM_HIDDEN size_t cm_impl_usable_size(const void *p, const char *func); /* func: what misuse reports name */
 CM_HIDDEN int cm_impl_trim(void);
 CM_HIDDEN struct mallinfo2 cm_stats_mallinfo2(void);
 CM_HIDDEN struct mallinfo cm_stats_mallinfo(void);

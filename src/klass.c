@@ -25,7 +25,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api.h"
 
 #define SHIFT_MIN 3
 #define SHIFT_MAX 12
@@ -464,7 +464,7 @@ void *cm_meta_alloc(size_t size) {
         if (p) return p;
     }
     void *p = cm_malloc(size < 16 ? 16 : size); /* 16-aligned: not the 8-byte class */
-    if (p) atomic_fetch_add_explicit(&meta_elsewhere, cm_usable_size(p), memory_order_relaxed);
+    if (p) atomic_fetch_add_explicit(&meta_elsewhere, cm_impl_usable_size(p, "cm_meta_alloc"), memory_order_relaxed);
     return p;
 }
 
@@ -472,7 +472,7 @@ void cm_meta_free(void *meta) {
     if (!meta) return;
     char *base = atomic_load_explicit(&space.base, memory_order_acquire);
     if (!base || (char *)meta < base || (char *)meta >= base + ((size_t)space_slots() << space_shift()) + slot_bytes()) {
-        atomic_fetch_sub_explicit(&meta_elsewhere, cm_usable_size(meta), memory_order_relaxed);
+        atomic_fetch_sub_explicit(&meta_elsewhere, cm_impl_usable_size(meta, "cm_meta_free"), memory_order_relaxed);
         cm_free(meta);
         return;
     }

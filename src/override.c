@@ -27,7 +27,7 @@ CM_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
 CM_EXPORT void *memalign(size_t align, size_t size) { return cm_impl_memalign(align, size); }
 CM_EXPORT void *valloc(size_t size) { return cm_impl_aligned_alloc(CM_PAGE_SIZE, size); }
 CM_EXPORT void *pvalloc(size_t size) { return cm_impl_pvalloc(size); }
-CM_EXPORT size_t malloc_usable_size(void *p) { return cm_impl_usable_size(p); }
+CM_EXPORT size_t malloc_usable_size(void *p) { return cm_impl_usable_size(p, "malloc_usable_size"); }
 CM_EXPORT int malloc_trim(size_t pad) {
     (void)pad;
     return cm_impl_trim();

@@ -242,6 +242,14 @@ static void meta_free_of_class(void)
     void *k = cm_klass_alloc(600);
     cm_meta_free(k);
 }
+/* outside the space: reported as cm_meta_free's, not as the size lookup's */
+static void meta_free_not_ours(void)
+{
+    static char not_ours[64] __attribute__((aligned(16)));
+    void *k = cm_klass_alloc(600);
+    cm_meta_free(not_ours + 16);
+    cm_klass_free(k);
+}
 
 /* ---- first use from several threads at once ---- */
 /* Every thread sets the space up at the same moment (each child process
@@ -333,6 +341,7 @@ int main(int argc, char **argv)
     failures += !cmt_case("free_class_twice", free_class_twice, "cagemalloc: cm_klass_free(): invalid pointer 0x");
     failures += !cmt_case("free_meta_twice", free_meta_twice, "cagemalloc: cm_meta_free(): double free 0x");
     failures += !cmt_case("meta_free_of_class", meta_free_of_class, "cagemalloc: cm_meta_free(): invalid pointer 0x");
+    failures += !cmt_case("meta_free_not_ours", meta_free_not_ours, "cagemalloc: cm_meta_free(): invalid pointer 0x");
     for (int round = 0; round < 10; round++) failures += !cmt_case("first_use_race", first_use_race, NULL);
     failures += !cmt_case("threads", threads, NULL);
     printf("%d failure(s)\n", failures);
