@@ -1,6 +1,7 @@
-/* error.c: the one-line report of a misuse, then abort(). It formats by hand
- * and writes with a raw system call: no stdio, no malloc, safe wherever the
- * misuse is found. */
+/* error.c: the one-line reports: a misuse (then abort()), and a setting
+ * that cannot be used. They format by hand and write with a raw system
+ * call: no stdio, no malloc, safe wherever the misuse is found and during
+ * initialisation. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -24,4 +25,16 @@ void cm_fatal(const char *func, const char *what, const void *p) {
     buf[n++] = '\n';
     cm_os_write(2, buf, n);
     abort();
+}
+
+void cm_report_ignored(const char *name, const char *value, const char *why) {
+    char buf[256];
+    size_t n = append(buf, 0, "cagemalloc: ");
+    n = append(buf, n, name);
+    n = append(buf, n, "=");
+    n = append(buf, n, value);
+    n = append(buf, n, " ignored: ");
+    n = append(buf, n, why);
+    buf[n++] = '\n';
+    cm_os_write(2, buf, n);
 }

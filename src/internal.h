@@ -548,6 +548,8 @@ CM_INLINE void cm_ensure_init(void) {
 }
 CM_HIDDEN void cm_options_load(void);
 __attribute__((noreturn, cold)) CM_HIDDEN void cm_fatal(const char *func, const char *what, const void *p);
+/* "cagemalloc: NAME=VALUE ignored: WHY" on stderr (a setting it cannot use) */
+CM_HIDDEN void cm_report_ignored(const char *name, const char *value, const char *why);
 
 /* ---------------------------------------------------------------- pool */
 /* What a take from the pool hands a caller that owns no superblock (a

@@ -14,19 +14,39 @@
 
 cm_options_t cm_options = DEFAULT_OPTIONS;
 
-/* A decimal number with an optional k/m/g suffix; `fallback` if unset or bad. */
-static size_t env_size(const char *name, size_t fallback) {
-    const char *s = secure_getenv(name);
-    if (!s || *s < '0' || *s > '9') return fallback;
+/* A setting that is set but unusable (not a number, an unknown suffix, too
+ * large) keeps its default and is reported once, by the first racer through
+ * init (`report`): every racer parses the same environment. */
+static _Atomic bool ignored_reported;
+
+static size_t unusable(const char *name, const char *value, const char *why, bool report, size_t fallback) {
+    if (report) cm_report_ignored(name, value, why);
+    return fallback;
+}
+
+/* A decimal number with an optional k/m/g suffix, at most max; `fallback`
+ * if unset or unusable. */
+static size_t env_size(const char *name, size_t fallback, size_t max, bool report) {
+    const char *s = secure_getenv(name), *p = s;
+    if (!s) return fallback;
+    if (*p < '0' || *p > '9') return unusable(name, s, "not a number", report, fallback);
     size_t v = 0;
-    for (; *s >= '0' && *s <= '9'; s++) v = v * 10 + (size_t)(*s - '0');
-    switch (*s) {
-    case 'k': case 'K': return v << 10;
-    case 'm': case 'M': return v << 20;
-    case 'g': case 'G': return v << 30;
-    case '\0': return v;
-    default: return fallback;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        size_t digit = (size_t)(*p - '0');
+        if (v > (SIZE_MAX - digit) / 10) return unusable(name, s, "too large", report, fallback);
+        v = v * 10 + digit;
     }
+    unsigned shift;
+    switch (*p) {
+    case '\0': shift = 0; break;
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    default: return unusable(name, s, "a number may end in k, m or g only", report, fallback);
+    }
+    if (shift && p[1] != '\0') return unusable(name, s, "a number may end in k, m or g only", report, fallback);
+    if (v > max >> shift) return unusable(name, s, "too large", report, fallback);
+    return v << shift;
 }
 
 static bool env_flag(const char *name, bool fallback) {
@@ -52,17 +72,20 @@ static bool env_flag(const char *name, bool fallback) {
 void cm_options_load(void) {
     const cm_options_t d = DEFAULT_OPTIONS;
     cm_options_t o = d;
+    /* relaxed: only decides which racer prints; nothing is published by it */
+    bool report = !atomic_exchange_explicit(&ignored_reported, true, memory_order_relaxed);
     o.show_stats = env_flag("CAGEMALLOC_SHOW_STATS", false);
     o.verbose = env_flag("CAGEMALLOC_VERBOSE", false);
-    o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep);
-    o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache);
-    o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000) * 1000000ull;
-    o.klass_shift = (unsigned)env_size("CAGEMALLOC_KLASS_SHIFT", 0);
-    o.klass_range = (unsigned)env_size("CAGEMALLOC_KLASS_RANGE", 0);
+    o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep, SIZE_MAX, report);
+    o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache, SIZE_MAX, report);
+    o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000, UINT64_MAX / 1000000, report) * 1000000ull;
+    /* out of range for the class space (klass.c) falls back there */
+    o.klass_shift = (unsigned)env_size("CAGEMALLOC_KLASS_SHIFT", 0, 64, report);
+    o.klass_range = (unsigned)env_size("CAGEMALLOC_KLASS_RANGE", 0, 64, report);
     o.klass_gaps = env_flag("CAGEMALLOC_KLASS_GAPS", true);
-    o.code_range = env_size("CAGEMALLOC_CODE_RANGE", o.code_range);
-    o.cage_limit = env_size("CAGEMALLOC_CAGE_LIMIT", 0);
-    o.arena_reserve = env_size("CAGEMALLOC_ARENA_RESERVE", o.arena_reserve);
+    o.code_range = env_size("CAGEMALLOC_CODE_RANGE", o.code_range, SIZE_MAX, report);
+    o.cage_limit = env_size("CAGEMALLOC_CAGE_LIMIT", 0, SIZE_MAX, report);
+    o.arena_reserve = env_size("CAGEMALLOC_ARENA_RESERVE", o.arena_reserve, SIZE_MAX, report);
     SET_ONCE(cm_options.show_stats, d.show_stats, o.show_stats);
     SET_ONCE(cm_options.verbose, d.verbose, o.verbose);
     SET_ONCE(cm_options.empty_keep, d.empty_keep, o.empty_keep);
