@@ -116,6 +116,9 @@ CM_API void cm_stats_get(cm_stats_t *out);
  * freed with free/cm_free (or resized with realloc/cm_realloc) by any
  * thread. When the owner exits, its heaps are deleted (as cm_heap_delete:
  * their blocks stay valid and are freed as usual); the handle is then dead.
+ * A dead handle (after cm_heap_delete, cm_heap_destroy or its owner's exit)
+ * fails the owner test in the same way, until a later cm_heap_new reuses
+ * its record (the handle then names that new heap).
  * cm_heap_contains may be called by any thread.
  * ---------------------------------------------------------------------- */
 typedef struct cm_heap cm_heap_t;

@@ -53,6 +53,7 @@ static void reset(cm_heap_t *h) {
 }
 
 void cm_heap_record_put(cm_heap_t *rec) {
+    rec->thread = 0; /* a dead handle fails every owner test (cm_heap_check_owner): no thread has ref 0 */
     uint64_t old = atomic_load_explicit(&record_pool, memory_order_relaxed);
     do {
         atomic_store_explicit(&rec->pool_next, (uint32_t)old, memory_order_relaxed);

@@ -520,6 +520,20 @@ static void malloc_in_foreign_heap(void) {
     cmt_escape(cm_heap_malloc(foreign, 10));
 }
 static void destroy_default_heap(void) { cm_heap_destroy(cm_heap_get_default()); }
+/* A deleted or destroyed heap's handle is dead: using it aborts (before,
+ * cm_heap_malloc on it returned a block of a record back in the pool). */
+static void malloc_after_delete(void) {
+    cm_heap_t *h = cm_heap_new();
+    cmt_escape(h);
+    cm_heap_delete(h);
+    cmt_escape(cm_heap_malloc(h, 10));
+}
+static void destroy_twice(void) {
+    cm_heap_t *h = cm_heap_new();
+    cmt_escape(cm_heap_malloc(h, 10));
+    cm_heap_destroy(h);
+    cm_heap_destroy(h);
+}
 
 int main(void) {
     test_exited_owner(); /* first: no partial superblock of 256 B blocks of anyone else's yet */
@@ -534,6 +548,8 @@ int main(void) {
     test_many_heaps();
     int ok = cmt_case("cm_heap_malloc from a non-owner", malloc_in_foreign_heap, "does not own it");
     ok &= cmt_case("cm_heap_destroy(default heap)", destroy_default_heap, "default heap");
+    ok &= cmt_case("cm_heap_malloc after cm_heap_delete", malloc_after_delete, "cm_heap_malloc(): heap used by a thread that does not own it (or not a live heap)");
+    ok &= cmt_case("cm_heap_destroy twice", destroy_twice, "cm_heap_destroy(): heap used by a thread that does not own it (or not a live heap)");
     if (!ok) return 1;
     printf("heap_api: all passed\n");
     return 0;
