@@ -514,13 +514,18 @@ typedef struct cm_options {
     size_t empty_keep;        /* CAGEMALLOC_EMPTY_KEEP: most bytes of empty superblocks kept committed */
     size_t large_cache;       /* CAGEMALLOC_LARGE_CACHE: bytes of freed large mappings kept */
     uint64_t decay_ns;        /* CAGEMALLOC_DECAY_MS: kept memory idle this long goes back to the OS */
-    unsigned klass_shift;     /* CAGEMALLOC_KLASS_SHIFT (0: default) */
-    unsigned klass_range;     /* CAGEMALLOC_KLASS_RANGE (0: default) */
+    unsigned klass_shift;     /* CAGEMALLOC_KLASS_SHIFT (0: default; else within the bounds below) */
+    unsigned klass_range;     /* CAGEMALLOC_KLASS_RANGE (0: default; else within the bounds below) */
     bool klass_gaps;          /* CAGEMALLOC_KLASS_GAPS: cm_meta_alloc fills class alignment gaps */
     size_t code_range;        /* CAGEMALLOC_CODE_RANGE: bytes of each code range reserved near a module */
     size_t cage_limit;        /* CAGEMALLOC_CAGE_LIMIT: bytes of the cage used (tests; 0: all) */
     size_t arena_reserve;     /* CAGEMALLOC_ARENA_RESERVE: bytes of address space reserved for superblocks at init */
 } cm_options_t;
+/* The class space's shift and range (log2 of its size), for any setting */
+#define CM_KLASS_SHIFT_MIN 3
+#define CM_KLASS_SHIFT_MAX 12
+#define CM_KLASS_RANGE_MIN 20
+#define CM_KLASS_RANGE_MAX 34
 CM_HIDDEN extern cm_options_t cm_options;
 /* A setting, read as a global set at init (CM_LOAD_SET_ONCE): each
  * one is CAS'ed once from its default (options.c). */

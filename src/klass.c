@@ -27,10 +27,6 @@
 
 #include "api.h"
 
-#define SHIFT_MIN 3
-#define SHIFT_MAX 12
-#define RANGE_MIN 20
-#define RANGE_MAX 34
 #define DEFAULT_SHIFT 10
 #define DEFAULT_RANGE 32
 #define GAP_SHIFT_MIN 8  /* below 256-byte slots, gaps are smaller than most metadata: no gap filling */
@@ -68,9 +64,26 @@ static _Atomic uint32_t config;
 static uint32_t cfg_make(unsigned shift, unsigned range) { return shift | range << 8; }
 static unsigned cfg_shift(uint32_t c) { return c & 0xff; }
 static unsigned cfg_range(uint32_t c) { return (c >> 8) & 0xff; }
+/* Any shift and range within the bounds go together: narrow values have at
+ * most 31 bits. */
+_Static_assert(CM_KLASS_RANGE_MAX - CM_KLASS_SHIFT_MIN <= 32, "a narrow class value fits 32 bits");
 static bool cfg_valid(unsigned shift, unsigned range) {
-    return shift >= SHIFT_MIN && shift <= SHIFT_MAX && range >= RANGE_MIN && range <= RANGE_MAX &&
-           range - shift <= 32;
+    return shift >= CM_KLASS_SHIFT_MIN && shift <= CM_KLASS_SHIFT_MAX && range >= CM_KLASS_RANGE_MIN &&
+           range <= CM_KLASS_RANGE_MAX;
+}
+
+/* What the environment asks for (options.c keeps only values within the
+ * bounds), or the default. */
+static uint32_t env_config(void) {
+    cm_ensure_init();
+    return cfg_make(CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT,
+                    CM_OPTION(klass_range) ? CM_OPTION(klass_range) : DEFAULT_RANGE);
+}
+
+/* The configuration in effect, or the one the first use will freeze. */
+static uint32_t config_now(void) {
+    uint32_t c = atomic_load_explicit(&config, memory_order_acquire);
+    return c & (CFG_SET | CFG_FROZEN) ? c : env_config();
 }
 
 int cm_klass_configure(unsigned shift, unsigned range_log2) {
@@ -167,12 +180,7 @@ static char *set_up_space(void) {
     cm_ensure_init();
     uint32_t c = atomic_load_explicit(&config, memory_order_relaxed);
     while (!(c & CFG_FROZEN)) {
-        uint32_t want = c;
-        if (!(c & CFG_SET)) {
-            unsigned shift = CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT;
-            unsigned range = CM_OPTION(klass_range) ? CM_OPTION(klass_range) : DEFAULT_RANGE;
-            want = cfg_valid(shift, range) ? cfg_make(shift, range) : cfg_make(DEFAULT_SHIFT, DEFAULT_RANGE);
-        }
+        uint32_t want = c & CFG_SET ? c : env_config();
         if (atomic_compare_exchange_weak_explicit(&config, &c, want | CFG_FROZEN, memory_order_acq_rel,
                                                   memory_order_acquire))
             c = want | CFG_FROZEN;
@@ -408,12 +416,8 @@ void cm_klass_free(void *klass) {
 }
 
 unsigned cm_klass_bits(void) {
-    uint32_t c = atomic_load_explicit(&config, memory_order_acquire);
-    if (c & (CFG_SET | CFG_FROZEN)) return cfg_range(c) - cfg_shift(c);
-    cm_ensure_init();
-    unsigned shift = CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT;
-    unsigned range = CM_OPTION(klass_range) ? CM_OPTION(klass_range) : DEFAULT_RANGE;
-    return cfg_valid(shift, range) ? range - shift : DEFAULT_RANGE - DEFAULT_SHIFT;
+    uint32_t c = config_now();
+    return cfg_range(c) - cfg_shift(c);
 }
 
 /* ------------------------------------------------------------ metadata */
@@ -508,11 +512,11 @@ void cm_meta_free(void *meta) {
 
 void cm_klass_stats(struct cm_klass_stats *out) {
     memset(out, 0, sizeof *out);
-    uint32_t c = atomic_load_explicit(&config, memory_order_acquire);
+    uint32_t c = config_now();
     bool ready = atomic_load_explicit(&space.base, memory_order_acquire) != NULL;
-    out->narrow_bits = cm_klass_bits();
-    out->shift = (c & (CFG_SET | CFG_FROZEN)) ? cfg_shift(c) : (CM_OPTION(klass_shift) ? CM_OPTION(klass_shift) : DEFAULT_SHIFT);
-    out->range_log2 = out->shift + out->narrow_bits;
+    out->shift = cfg_shift(c);
+    out->range_log2 = cfg_range(c);
+    out->narrow_bits = out->range_log2 - out->shift;
     if (!ready) return;
     out->gap_filling = space_gaps();
     out->classes_live = atomic_load_explicit(&classes_live, memory_order_relaxed);

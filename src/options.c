@@ -49,6 +49,12 @@ static size_t env_size(const char *name, size_t fallback, size_t max, bool repor
     return v << shift;
 }
 
+/* A number within [lo, hi], 0 (the default) if unset or unusable. */
+static unsigned env_bounded(const char *name, unsigned lo, unsigned hi, bool report) {
+    size_t v = env_size(name, 0, hi, report);
+    return v == 0 || v >= lo ? (unsigned)v : (unsigned)unusable(name, secure_getenv(name), "too small", report, 0);
+}
+
 static bool env_flag(const char *name, bool fallback) {
     const char *s = secure_getenv(name);
     if (!s || !*s) return fallback;
@@ -79,9 +85,8 @@ void cm_options_load(void) {
     o.empty_keep = env_size("CAGEMALLOC_EMPTY_KEEP", o.empty_keep, SIZE_MAX, report);
     o.large_cache = env_size("CAGEMALLOC_LARGE_CACHE", o.large_cache, SIZE_MAX, report);
     o.decay_ns = (uint64_t)env_size("CAGEMALLOC_DECAY_MS", o.decay_ns / 1000000, UINT64_MAX / 1000000, report) * 1000000ull;
-    /* out of range for the class space (klass.c) falls back there */
-    o.klass_shift = (unsigned)env_size("CAGEMALLOC_KLASS_SHIFT", 0, 64, report);
-    o.klass_range = (unsigned)env_size("CAGEMALLOC_KLASS_RANGE", 0, 64, report);
+    o.klass_shift = env_bounded("CAGEMALLOC_KLASS_SHIFT", CM_KLASS_SHIFT_MIN, CM_KLASS_SHIFT_MAX, report);
+    o.klass_range = env_bounded("CAGEMALLOC_KLASS_RANGE", CM_KLASS_RANGE_MIN, CM_KLASS_RANGE_MAX, report);
     o.klass_gaps = env_flag("CAGEMALLOC_KLASS_GAPS", true);
     o.code_range = env_size("CAGEMALLOC_CODE_RANGE", o.code_range, SIZE_MAX, report);
     o.cage_limit = env_size("CAGEMALLOC_CAGE_LIMIT", 0, SIZE_MAX, report);
