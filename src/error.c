@@ -6,35 +6,33 @@
 
 #include "internal.h"
 
-static size_t append(char *buf, size_t at, const char *s) {
-    while (*s && at < 200) buf[at++] = *s++;
-    return at;
+/* "cagemalloc: " and the parts (up to a NULL) into buf; returns the length.
+ * At most 200 bytes of text, so a hex address and the newline still fit. */
+static size_t begin_line(char *buf, const char *const parts[]) {
+    size_t n = 0;
+    for (const char *s = "cagemalloc: "; *s; s++) buf[n++] = *s;
+    for (unsigned i = 0; parts[i]; i++)
+        for (const char *s = parts[i]; *s && n < 200; s++) buf[n++] = *s;
+    return n;
+}
+
+static void end_line(char *buf, size_t n) {
+    buf[n++] = '\n';
+    cm_os_write(2, buf, n);
 }
 
 void cm_fatal(const char *func, const char *what, const void *p) {
     char buf[256];
-    size_t n = append(buf, 0, "cagemalloc: ");
-    n = append(buf, n, func);
-    n = append(buf, n, "(): ");
-    n = append(buf, n, what);
-    n = append(buf, n, " 0x");
+    size_t n = begin_line(buf, (const char *const[]){func, "(): ", what, " 0x", NULL});
     uintptr_t v = (uintptr_t)p;
     int shift = 60;
     while (shift > 0 && ((v >> shift) & 15) == 0) shift -= 4;
     for (; shift >= 0; shift -= 4) buf[n++] = "0123456789abcdef"[(v >> shift) & 15];
-    buf[n++] = '\n';
-    cm_os_write(2, buf, n);
+    end_line(buf, n);
     abort();
 }
 
 void cm_report_ignored(const char *name, const char *value, const char *why) {
     char buf[256];
-    size_t n = append(buf, 0, "cagemalloc: ");
-    n = append(buf, n, name);
-    n = append(buf, n, "=");
-    n = append(buf, n, value);
-    n = append(buf, n, " ignored: ");
-    n = append(buf, n, why);
-    buf[n++] = '\n';
-    cm_os_write(2, buf, n);
+    end_line(buf, begin_line(buf, (const char *const[]){name, "=", value, " ignored: ", why, NULL}));
 }
