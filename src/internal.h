@@ -486,11 +486,12 @@ CM_INLINE unsigned cm_entry_class(uint32_t e) { return e & CM_ENTRY_CLASS_MASK; 
 
 /* ---------------------------------------------------------------- OS layer */
 CM_HIDDEN void cm_os_init(void);                            /* find the vDSO clock and AT_RANDOM */
+/* cm_os_map and the reservations never take transparent huge pages (os.c says why) */
 CM_HIDDEN void *cm_os_map(size_t size);                     /* NULL on failure (or refused by overcommit policy) */
 CM_HIDDEN void *cm_os_reserve(size_t size);                 /* mostly untouched: MAP_NORESERVE, not counted committed */
 CM_HIDDEN void *cm_os_reserve_aligned(size_t size, size_t align);
 CM_HIDDEN void cm_os_unreserve(void *p, size_t size);       /* unmap a reservation */
-CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align);
+CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align); /* a large block: the system's huge-page policy */
 CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);
 CM_HIDDEN bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size);

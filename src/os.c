@@ -59,7 +59,26 @@ static void count_call(void) { cm_count(&cm_counters.os_calls, 1); }
  * request it judges impossible fails here instead of succeeding and ending
  * in an OOM kill when touched. */
 static void *map_flags(size_t size, int flags);
-void *cm_os_map(size_t size) { return map_flags(size, 0); }
+
+/* Metadata and superblocks never take transparent huge pages. Where the
+ * system gives them to every anonymous mapping (THP "always"), the first
+ * touch of a 2 MiB-aligned range faults in all of it: the descriptor region
+ * and the page maps, touched a few bytes at a time, and superblocks of
+ * 64 KiB, returned to the OS one at a time (and gathered into huge pages
+ * again by khugepaged), held whole huge pages. Measured under "always":
+ * one malloc left 7.7 MiB resident (1.6 MiB with this advice), espresso
+ * 12.0 MiB (3.0). Large blocks (cm_os_map_aligned), each a mapping of its
+ * own used whole, keep the system's policy, as glibc's mapped blocks do.
+ * Where the kernel has no THP the call fails, and nothing needed doing. */
+static void *no_huge_pages(void *p, size_t size) {
+    if (p) {
+        count_call();
+        raw_syscall6(SYS_madvise, (long)p, (long)size, MADV_NOHUGEPAGE, 0, 0, 0);
+    }
+    return p;
+}
+
+void *cm_os_map(size_t size) { return no_huge_pages(map_flags(size, 0), size); }
 
 /* Address space of which only a small part is ever touched (the descriptor
  * region, the class space): not counted against the overcommit heuristic,
@@ -67,7 +86,7 @@ void *cm_os_map(size_t size) { return map_flags(size, 0); }
 void *cm_os_reserve(size_t size) {
     void *p = map_flags(size, MAP_NORESERVE);
     if (p) cm_uncount(&cm_counters.committed, size);
-    return p;
+    return no_huge_pages(p, size);
 }
 
 void cm_os_unreserve(void *p, size_t size) {
@@ -112,7 +131,7 @@ void *cm_os_map_aligned(size_t size, size_t align) { return map_aligned(size, al
 void *cm_os_reserve_aligned(size_t size, size_t align) {
     void *p = map_aligned(size, align, MAP_NORESERVE);
     if (p) cm_uncount(&cm_counters.committed, size);
-    return p;
+    return no_huge_pages(p, size);
 }
 
 void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }
