@@ -50,6 +50,7 @@ cm_arena_range_t cm_arena_range = {CM_ARENA_NONE, 0};
 /* Chunks of the arena's reservation handed out so far; at or past its
  * count, it is used up. */
 static _Atomic size_t arena_chunks_taken;
+static _Atomic uintptr_t arena_dumped; /* core dumps hold its chunks below this (dump.c) */
 
 #define ARENA_RESERVE_MIN ((size_t)256 << 20) /* below this, 32 MiB reservations do as well */
 
@@ -68,6 +69,7 @@ void cm_arena_reserve(void) {
     for (size_t size = want & ~(CM_CHUNK_SIZE - 1); size >= ARENA_RESERVE_MIN; size = (size / 2) & ~(CM_CHUNK_SIZE - 1)) {
         char *r = cm_os_reserve_aligned(size, CM_CHUNK_SIZE);
         if (!r) continue;
+        cm_os_dump(r, size, false); /* the chunks handed out go back in (take_from_arena); the map never */
         uintptr_t none = CM_ARENA_NONE;
         if (!atomic_compare_exchange_strong_explicit(&cm_arena_range.base, &none, (uintptr_t)r, memory_order_relaxed,
                                                      memory_order_relaxed)) {
@@ -99,7 +101,10 @@ static char *take_from_arena(void) {
     size_t i = atomic_fetch_add_explicit(&arena_chunks_taken, 1, memory_order_relaxed);
     if (i >= chunks) return NULL;
     cm_count(&cm_counters.mapped, CM_CHUNK_SIZE);
-    return (char *)cm_arena_base() + CM_ARENA_TABLE_BYTES + (i << CM_CHUNK_SHIFT);
+    uintptr_t first = cm_arena_base() + CM_ARENA_TABLE_BYTES, chunk = first + (i << CM_CHUNK_SHIFT);
+    cm_dump_cover(&arena_dumped, first, chunk + CM_CHUNK_SIZE, first + chunks * CM_CHUNK_SIZE,
+                  CM_DUMP_STEP_SPANS);
+    return (char *)chunk;
 }
 
 static size_t chunk_index(uintptr_t a) { return (a >> CM_CHUNK_SHIFT) & (CM_REGION_CHUNKS - 1); }

@@ -41,6 +41,19 @@ static uint32_t units_used(void) {
     return n < 2 ? 2 : n;
 }
 
+static _Atomic uintptr_t cage_dumped; /* core dumps hold the cage below this (dump.c) */
+
+static void dumped_through(size_t bytes) {
+    uintptr_t start = cage_start();
+    cm_dump_cover(&cage_dumped, start, start + bytes, start + CM_CAGE_SIZE, CM_DUMP_STEP_SPANS);
+}
+
+/* Units [first, first + n) were claimed for a block. */
+static void claimed(uint32_t first, uint32_t n) {
+    cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
+    dumped_through((size_t)(first + n) << CM_UNIT_SHIFT);
+}
+
 static void fill_bitmap(_Atomic uint64_t *words) {
     uint32_t n = units_used();
     for (uint32_t w = 0; w * 64 < n; w++) {
@@ -61,6 +74,7 @@ static bool make_cage(void) {
     uintptr_t end = start + CM_CAGE_SIZE;
     if (start > lo) cm_os_unreserve(r, start - lo);
     if (hi > end) cm_os_unreserve((void *)end, hi - end);
+    cm_os_dump((void *)start, CM_CAGE_SIZE, false); /* back in as units are claimed (dumped_through) */
     bool regions = true; /* the page map's records for the cage's 4 GiB regions, made now */
     for (uintptr_t a = start; a < end && regions; a += (uintptr_t)1 << 32) regions = cm_pagemap_set(a, 1, 0);
     uintptr_t none = CM_CAGE_LOW_BITS;
@@ -68,8 +82,10 @@ static bool make_cage(void) {
         fill_bitmap((_Atomic uint64_t *)start);
         /* release: the bitmap and the page-map regions before the base */
         if (__atomic_compare_exchange_n(&cm_cage_base, &none, start | CM_CAGE_LOW_BITS, false, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED))
+                                        __ATOMIC_RELAXED)) {
+            dumped_through(CM_UNIT_SIZE); /* unit 0: the bitmap */
             return true;
+        }
     }
     cm_os_unreserve((void *)start, CM_CAGE_SIZE);
     return none != CM_CAGE_LOW_BITS; /* another thread made it */
@@ -95,14 +111,14 @@ char *cm_cage_claim(size_t size, size_t align) {
         if (extra > lead) cm_runs_free(&units, first + lead + n, extra - lead);
         first += lead;
     }
-    cm_count(&cm_counters.committed, size);
+    claimed(first, n);
     return (char *)cage_start() + ((size_t)first << CM_UNIT_SHIFT);
 }
 
 bool cm_cage_claim_at(char *p, size_t size) {
     uint32_t first = (uint32_t)(((uintptr_t)p - cage_start()) >> CM_UNIT_SHIFT), n = (uint32_t)(size >> CM_UNIT_SHIFT);
     if (first + (uint64_t)n > units_used() || !cm_runs_claim_at(&units, first, n)) return false;
-    cm_count(&cm_counters.committed, size);
+    claimed(first, n);
     return true;
 }
 

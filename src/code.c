@@ -42,6 +42,7 @@ typedef struct code_range {
     _Atomic uint64_t *starts;     /* a block starts at this granule */
     _Atomic uint64_t *ends;       /* a block ends at this granule */
     cm_runs_t free;
+    _Atomic uintptr_t dumped;     /* core dumps hold the executable view below this (dump.c) */
 } code_range_t;
 
 static code_range_t ranges[MAX_RANGES];
@@ -205,6 +206,9 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
         if (bits) cm_os_unreserve(bits, bitmap_bytes);
         return false;
     }
+    /* in core dumps: the executable view's blocks (take_block); the writable view repeats them */
+    cm_os_dump(exec, size, false);
+    cm_os_dump(write, size, false);
     r->exec = exec, r->write = write, r->size = size, r->words = words;
     r->free_map = bits, r->starts = bits + words, r->ends = bits + 2 * (size_t)words;
     r->free = (cm_runs_t){.word = free_word, .ctx = r};
@@ -262,7 +266,10 @@ static void *take_block(code_range_t *r, uint32_t granules) {
     uint32_t g = found - 1;
     set_bit(r->ends, g + granules - 1);
     set_bit(r->starts, g);
-    return r->exec + ((size_t)g << GRANULE_SHIFT);
+    char *block = r->exec + ((size_t)g << GRANULE_SHIFT);
+    cm_dump_cover(&r->dumped, (uintptr_t)r->exec, (uintptr_t)block + ((size_t)granules << GRANULE_SHIFT),
+                  (uintptr_t)r->exec + r->size, CM_DUMP_STEP);
+    return block;
 }
 
 static bool cached_module(uintptr_t at, uintptr_t *text_lo, uintptr_t *text_hi) {

@@ -13,6 +13,7 @@ static cm_desc_t unstarted[CM_DESC_RETIRED + 1]; /* refs 0 and 1 before the regi
 cm_desc_t *cm_desc_region = unstarted;
 static _Atomic uint32_t desc_next_free = CM_DESC_RETIRED + 1; /* refs 0 and 1 are never handed out */
 static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
+static _Atomic uintptr_t region_dumped;      /* core dumps hold the region below this (dump.c) */
 
 /* A descriptor handed out again names no owner and no heap: a superblock
  * handed to the pool under its heap keeps its owner's ref in the old
@@ -37,6 +38,9 @@ cm_desc_t *cm_desc_alloc(void) {
         return NULL;
     }
     cm_count(&cm_counters.committed, sizeof(cm_desc_t));
+    uintptr_t base = (uintptr_t)cm_desc_base();
+    cm_dump_cover(&region_dumped, base, base + (ref + 1) * sizeof(cm_desc_t),
+                  base + cm_desc_capacity() * sizeof(cm_desc_t), CM_DUMP_STEP);
     return cm_desc_from_ref(ref);
 }
 

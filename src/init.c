@@ -39,6 +39,7 @@ static bool init_descriptor_region(void) {
         /* committed is counted as descriptors are handed out */
         cm_desc_t *mine = cm_os_reserve((size_t)capacity * sizeof(cm_desc_t));
         if (!mine) continue;
+        cm_os_dump(mine, (size_t)capacity * sizeof(cm_desc_t), false); /* back in as handed out (descriptor.c) */
         mine[0].map_size = capacity;
         cm_desc_publish_region(mine);
         return true;

@@ -507,6 +507,25 @@ CM_HIDDEN char *cm_os_read_file(const char *path, size_t *len, size_t *cap);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
 CM_HIDDEN void cm_os_yield(void);                            /* sched_yield */
+CM_HIDDEN void cm_os_dump(void *p, size_t size, bool include); /* MADV_DODUMP or MADV_DONTDUMP */
+
+/* ---------------------------------------------------------------- core dumps */
+/* A large reservation (the arena, the descriptor region, the cage, the
+ * class space, a code range) is left out of core dumps when it is made, and
+ * the part of it in use, from its start to the highest address handed out
+ * so far, is put back in steps as it grows (dump.c). `covered` is the end of
+ * what dumps hold, 0 before the first step; start and limit are the
+ * reservation's bounds. */
+#define CM_DUMP_STEP ((size_t)1 << 20)             /* metadata, classes, code: steps of 1 MiB */
+#define CM_DUMP_STEP_SPANS ((size_t)32 << 20)      /* superblocks (arena, cage): one call per 32 MiB */
+CM_HIDDEN void cm_dump_cover_slow(_Atomic uintptr_t *covered, uintptr_t start, uintptr_t used_end, uintptr_t limit,
+                                  size_t step);
+CM_INLINE void cm_dump_cover(_Atomic uintptr_t *covered, uintptr_t start, uintptr_t used_end, uintptr_t limit,
+                             size_t step) {
+    /* relaxed: a stale value only sends us to the CAS, which re-reads it */
+    if (used_end > atomic_load_explicit(covered, memory_order_relaxed))
+        cm_dump_cover_slow(covered, start, used_end, limit, step);
+}
 
 /* ---------------------------------------------------------------- options */
 typedef struct cm_options {

@@ -129,6 +129,7 @@ static bool space_gaps(void) { return space_tracked() && CM_OPTION(klass_gaps); 
 
 static _Atomic uint64_t gap_stack[GRANULES + 1]; /* by longest free run of granules */
 static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is never used */
+static _Atomic uintptr_t space_dumped;           /* core dumps hold the space below this (dump.c) */
 
 /* relaxed counters: statistics only */
 static _Atomic size_t classes_live, bytes_requested, slots_in_use, gap_bytes, meta_elsewhere;
@@ -193,6 +194,7 @@ static char *set_up_space(void) {
         if (root) cm_os_unreserve(root, root_bytes);
         return atomic_load_explicit(&space.base, memory_order_acquire);
     }
+    cm_os_dump(base, size, false); /* back in as slots are handed out (claim_fresh) */
     _Atomic(leaf_t *) *no_root = NULL;
     if (!atomic_compare_exchange_strong_explicit(&space.root, &no_root, root, memory_order_acq_rel,
                                                  memory_order_acquire))
@@ -253,6 +255,8 @@ static uint32_t claim_fresh(uint32_t n) {
     for (uint32_t s = cur; s < cur + n; s += LEAF_SLOTS - (s & (LEAF_SLOTS - 1)))
         if (!leaf_of(s)) return 0; /* no memory for its bitmaps: these slots stay unused */
     if (!leaf_of(cur + n - 1)) return 0;
+    cm_dump_cover(&space_dumped, (uintptr_t)slot_addr(0), (uintptr_t)slot_addr(cur + n),
+                  (uintptr_t)slot_addr(space_slots()) + slot_bytes(), CM_DUMP_STEP);
     return cur;
 }
 

@@ -136,6 +136,12 @@ void *cm_os_reserve_aligned(size_t size, size_t align) {
 
 void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }
 
+/* Whether core dumps hold [p, p + size): dump.c says why and where. */
+void cm_os_dump(void *p, size_t size, bool include) {
+    count_call();
+    raw_syscall6(SYS_madvise, (long)p, (long)size, include ? MADV_DODUMP : MADV_DONTDUMP, 0, 0, 0);
+}
+
 /* MADV_DONTNEED, not MADV_FREE: the pages leave the resident set now (so RSS
  * reflects what we hold) and read back as zeros, which calloc relies on. */
 void cm_os_decommit(void *p, size_t size) {

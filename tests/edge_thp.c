@@ -12,37 +12,9 @@
  * blocks do). Run again with CAGEMALLOC_ARENA_RESERVE=0, where superblocks
  * come from 32 MiB reservations. On a machine whose mode is "always", none
  * of those mappings may hold a huge page after their memory was touched. */
-#include <stdbool.h>
-#include <string.h>
-#include <unistd.h>
-
 #include "internal.h"
+#include "smaps_util.h"
 #include "unit_check.h"
-
-/* The smaps fields of the mapping that contains a: its VmFlags line and
- * its AnonHugePages in KiB. False if no mapping contains it. */
-static bool mapping_of(const void *a, char *flags, size_t flags_len, long *huge_kib) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    CHECK(f != NULL, "open /proc/self/smaps");
-    char line[512];
-    bool inside = false, found = false;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        char dash;
-        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
-            if (found) break;
-            inside = (uintptr_t)a >= lo && (uintptr_t)a < hi;
-            found = inside;
-        } else if (inside && strncmp(line, "AnonHugePages:", 14) == 0) {
-            *huge_kib = atol(line + 14);
-        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-            line[strcspn(line, "\n")] = '\0';
-            snprintf(flags, flags_len, "%s", line + 8);
-        }
-    }
-    fclose(f);
-    return found;
-}
 
 static bool thp_always(void) {
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -54,13 +26,11 @@ static bool thp_always(void) {
 }
 
 static void expect(const char *what, const void *a, bool no_huge) {
-    char flags[512] = "";
-    long huge_kib = -1;
-    CHECK(mapping_of(a, flags, sizeof flags, &huge_kib), "%s at %p: in no mapping", what, a);
-    bool nh = strstr(flags, " nh") != NULL;
-    CHECK(nh == no_huge, "%s at %p: VmFlags:%s %s", what, a, flags,
+    const smaps_entry_t *m = smaps_find(smaps_read(), a);
+    CHECK(m != NULL, "%s at %p: in no mapping", what, a);
+    CHECK(smaps_flag(m, "nh") == no_huge, "%s at %p: VmFlags:%s %s", what, a, m->flags,
           no_huge ? "lacks nh (it may take huge pages)" : "has nh (a large block keeps the system's policy)");
-    if (no_huge && thp_always()) CHECK(huge_kib == 0, "%s at %p: %ld KiB of huge pages", what, a, huge_kib);
+    if (no_huge && thp_always()) CHECK(m->huge_kib == 0, "%s at %p: %ld KiB of huge pages", what, a, m->huge_kib);
     printf("  %-34s %s\n", what, no_huge ? "nh" : "system policy");
 }
 
