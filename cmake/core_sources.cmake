@@ -22,5 +22,5 @@ set(CM_CORE_SOURCE_FILES
   src/klass.c
   src/code.c
   src/stats.c
-  src/dump.c
+  src/reservation.c
 )

@@ -2,8 +2,9 @@
  * aligned to their size) are claimed from 4 MiB chunks and released back
  * when their superblock retires, for any span size to reuse. Chunks come
  * first from the arena's own reservation: up to 64 GiB of address space
- * (CAGEMALLOC_ARENA_RESERVE) reserved at init, untouched until used, which
- * begins with the flat page map that free reads (internal.h). When it
+ * (CAGEMALLOC_ARENA_RESERVE) reserved closed at init and opened 32 MiB at a
+ * time as its chunks are handed out (reservation.c), which begins with the
+ * flat page map that free reads (internal.h), open from the start. When it
  * is used up, or was not made (an address-space limit, `ulimit -v`, or
  * strict overcommit would count it whole; or the OS refused even 256 MiB),
  * chunks are cut from reservations of 32 MiB mapped at once. A chunk of
@@ -32,6 +33,8 @@
  * Per region a bitmap lists the chunks that may have free units, so a claim
  * looks only at those. Nothing here waits: every step is a CAS or a fetch_or.
  * Spans of the cage come from the cage's own units (cage.c). */
+#include <sys/mman.h>
+
 #include "internal.h"
 
 #define UNITS_PER_CHUNK (CM_CHUNK_SIZE >> CM_UNIT_SHIFT)
@@ -50,7 +53,7 @@ cm_arena_range_t cm_arena_range = {CM_ARENA_NONE, 0};
 /* Chunks of the arena's reservation handed out so far; at or past its
  * count, it is used up. */
 static _Atomic size_t arena_chunks_taken;
-static _Atomic uintptr_t arena_dumped; /* core dumps hold its chunks below this (dump.c) */
+static _Atomic uintptr_t arena_opened; /* its chunks are open below this (reservation.c) */
 
 #define ARENA_RESERVE_MIN ((size_t)256 << 20) /* below this, 32 MiB reservations do as well */
 
@@ -67,9 +70,13 @@ void cm_arena_reserve(void) {
     _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");
     _Static_assert(ARENA_RESERVE_MIN > CM_ARENA_TABLE_BYTES, "a reservation holds chunks after the map");
     for (size_t size = want & ~(CM_CHUNK_SIZE - 1); size >= ARENA_RESERVE_MIN; size = (size / 2) & ~(CM_CHUNK_SIZE - 1)) {
-        char *r = cm_os_reserve_aligned(size, CM_CHUNK_SIZE);
+        /* closed, the map opened now: free reads it for any address in the window */
+        char *r = cm_os_reserve_closed(size, CM_CHUNK_SIZE);
         if (!r) continue;
-        cm_os_dump(r, size, false); /* the chunks handed out go back in (take_from_arena); the map never */
+        if (!cm_os_open(r, CM_ARENA_TABLE_BYTES, PROT_READ | PROT_WRITE)) {
+            cm_os_unreserve(r, size);
+            continue;
+        }
         uintptr_t none = CM_ARENA_NONE;
         if (!atomic_compare_exchange_strong_explicit(&cm_arena_range.base, &none, (uintptr_t)r, memory_order_relaxed,
                                                      memory_order_relaxed)) {
@@ -100,10 +107,11 @@ static char *take_from_arena(void) {
     if (atomic_load_explicit(&arena_chunks_taken, memory_order_relaxed) >= chunks) return NULL;
     size_t i = atomic_fetch_add_explicit(&arena_chunks_taken, 1, memory_order_relaxed);
     if (i >= chunks) return NULL;
-    cm_count(&cm_counters.mapped, CM_CHUNK_SIZE);
     uintptr_t first = cm_arena_base() + CM_ARENA_TABLE_BYTES, chunk = first + (i << CM_CHUNK_SHIFT);
-    cm_dump_cover(&arena_dumped, first, chunk + CM_CHUNK_SIZE, first + chunks * CM_CHUNK_SIZE,
-                  CM_DUMP_STEP_SPANS);
+    if (!cm_reservation_open(&arena_opened, first, chunk + CM_CHUNK_SIZE, first + chunks * CM_CHUNK_SIZE,
+                             CM_OPEN_STEP_SPANS, PROT_READ | PROT_WRITE))
+        return NULL; /* the kernel has no memory to account it: the chunk stays unused */
+    cm_count(&cm_counters.mapped, CM_CHUNK_SIZE);
     return (char *)chunk;
 }
 

@@ -11,6 +11,7 @@
  * waits. Units stay reserved for the life of the process; a unit given
  * back has had its pages returned, so claimed units always read as zero. */
 #include <errno.h>
+#include <sys/mman.h>
 
 #include "alloc_inline.h"
 
@@ -41,17 +42,19 @@ static uint32_t units_used(void) {
     return n < 2 ? 2 : n;
 }
 
-static _Atomic uintptr_t cage_dumped; /* core dumps hold the cage below this (dump.c) */
+static _Atomic uintptr_t cage_opened; /* the cage is open below this (reservation.c) */
 
-static void dumped_through(size_t bytes) {
+/* Units [first, first + n) were claimed for a block: open them. False (and
+ * the units freed again) if the kernel would not. */
+static bool claimed(uint32_t first, uint32_t n) {
     uintptr_t start = cage_start();
-    cm_dump_cover(&cage_dumped, start, start + bytes, start + CM_CAGE_SIZE, CM_DUMP_STEP_SPANS);
-}
-
-/* Units [first, first + n) were claimed for a block. */
-static void claimed(uint32_t first, uint32_t n) {
+    if (!cm_reservation_open(&cage_opened, start, start + ((size_t)(first + n) << CM_UNIT_SHIFT),
+                             start + CM_CAGE_SIZE, CM_OPEN_STEP_SPANS, PROT_READ | PROT_WRITE)) {
+        cm_runs_free(&units, first, n);
+        return false;
+    }
     cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
-    dumped_through((size_t)(first + n) << CM_UNIT_SHIFT);
+    return true;
 }
 
 static void fill_bitmap(_Atomic uint64_t *words) {
@@ -67,14 +70,17 @@ static void fill_bitmap(_Atomic uint64_t *words) {
 /* Reserve three cage sizes, keep the one aligned part, and give the rest back. */
 static bool make_cage(void) {
     size_t span = 3 * (size_t)CM_CAGE_SIZE;
-    char *r = cm_os_reserve(span);
+    char *r = cm_os_reserve_closed(span, CM_PAGE_SIZE); /* opened as its units are claimed */
     if (!r) return false;
     uintptr_t lo = (uintptr_t)r, hi = lo + span;
     uintptr_t start = ((lo + CM_CAGE_SIZE + 2 * CM_CAGE_SIZE - 1) & ~(2 * CM_CAGE_SIZE - 1)) - CM_CAGE_SIZE;
     uintptr_t end = start + CM_CAGE_SIZE;
     if (start > lo) cm_os_unreserve(r, start - lo);
     if (hi > end) cm_os_unreserve((void *)end, hi - end);
-    cm_os_dump((void *)start, CM_CAGE_SIZE, false); /* back in as units are claimed (dumped_through) */
+    if (!cm_os_open((void *)start, CM_UNIT_SIZE, PROT_READ | PROT_WRITE)) { /* unit 0: the bitmap */
+        cm_os_unreserve((void *)start, CM_CAGE_SIZE);
+        return false;
+    }
     bool regions = true; /* the page map's records for the cage's 4 GiB regions, made now */
     for (uintptr_t a = start; a < end && regions; a += (uintptr_t)1 << 32) regions = cm_pagemap_set(a, 1, 0);
     uintptr_t none = CM_CAGE_LOW_BITS;
@@ -83,7 +89,7 @@ static bool make_cage(void) {
         /* release: the bitmap and the page-map regions before the base */
         if (__atomic_compare_exchange_n(&cm_cage_base, &none, start | CM_CAGE_LOW_BITS, false, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED)) {
-            dumped_through(CM_UNIT_SIZE); /* unit 0: the bitmap */
+            cm_reservation_opened(&cage_opened, start + CM_UNIT_SIZE);
             return true;
         }
     }
@@ -111,15 +117,13 @@ char *cm_cage_claim(size_t size, size_t align) {
         if (extra > lead) cm_runs_free(&units, first + lead + n, extra - lead);
         first += lead;
     }
-    claimed(first, n);
+    if (!claimed(first, n)) return NULL;
     return (char *)cage_start() + ((size_t)first << CM_UNIT_SHIFT);
 }
 
 bool cm_cage_claim_at(char *p, size_t size) {
     uint32_t first = (uint32_t)(((uintptr_t)p - cage_start()) >> CM_UNIT_SHIFT), n = (uint32_t)(size >> CM_UNIT_SHIFT);
-    if (first + (uint64_t)n > units_used() || !cm_runs_claim_at(&units, first, n)) return false;
-    claimed(first, n);
-    return true;
+    return first + (uint64_t)n <= units_used() && cm_runs_claim_at(&units, first, n) && claimed(first, n);
 }
 
 void cm_cage_release(char *p, size_t size) {

@@ -42,7 +42,7 @@ typedef struct code_range {
     _Atomic uint64_t *starts;     /* a block starts at this granule */
     _Atomic uint64_t *ends;       /* a block ends at this granule */
     cm_runs_t free;
-    _Atomic uintptr_t dumped;     /* core dumps hold the executable view below this (dump.c) */
+    _Atomic uintptr_t exec_opened, write_opened; /* the views are open below these (reservation.c) */
 } code_range_t;
 
 static code_range_t ranges[MAX_RANGES];
@@ -190,7 +190,8 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
     size_t bitmap_bytes = 3 * (size_t)words * sizeof(uint64_t);
     _Atomic uint64_t *bits = cm_os_reserve(bitmap_bytes);
     int fd = bits ? cm_os_memfd(size) : -1;
-    char *exec = NULL, *write = fd >= 0 ? cm_os_map_file(NULL, size, PROT_READ | PROT_WRITE, fd) : NULL;
+    /* both views closed, opened as blocks are handed out (take_block) */
+    char *exec = NULL, *write = fd >= 0 ? cm_os_map_file(NULL, size, PROT_NONE, fd) : NULL;
     for (int attempt = 0; write && !exec && attempt < ATTEMPTS; attempt++) {
         size_t len, cap;
         char *maps = cm_os_read_file("/proc/self/maps", &len, &cap);
@@ -198,7 +199,7 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
         uintptr_t at = place_near(maps, size, text_lo, text_hi);
         cm_os_unmap(maps, cap);
         if (!at) break;
-        exec = cm_os_map_file((void *)at, size, PROT_READ | PROT_EXEC, fd);
+        exec = cm_os_map_file((void *)at, size, PROT_NONE, fd);
     }
     if (fd >= 0) cm_os_close(fd); /* the mappings keep the file */
     if (!exec) {
@@ -206,9 +207,6 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
         if (bits) cm_os_unreserve(bits, bitmap_bytes);
         return false;
     }
-    /* in core dumps: the executable view's blocks (take_block); the writable view repeats them */
-    cm_os_dump(exec, size, false);
-    cm_os_dump(write, size, false);
     r->exec = exec, r->write = write, r->size = size, r->words = words;
     r->free_map = bits, r->starts = bits + words, r->ends = bits + 2 * (size_t)words;
     r->free = (cm_runs_t){.word = free_word, .ctx = r};
@@ -264,12 +262,17 @@ static void *take_block(code_range_t *r, uint32_t granules) {
     uint32_t found = cm_runs_claim(&r->free, r->words, granules, 1);
     if (!found) return NULL;
     uint32_t g = found - 1;
+    size_t end = (size_t)(g + granules) << GRANULE_SHIFT;
+    uintptr_t exec = (uintptr_t)r->exec, write = (uintptr_t)r->write;
+    if (!cm_reservation_open(&r->exec_opened, exec, exec + end, exec + r->size, CM_OPEN_STEP, PROT_READ | PROT_EXEC) ||
+        !cm_reservation_open(&r->write_opened, write, write + end, write + r->size, CM_OPEN_STEP,
+                             PROT_READ | PROT_WRITE)) {
+        cm_runs_free(&r->free, g, granules);
+        return NULL;
+    }
     set_bit(r->ends, g + granules - 1);
     set_bit(r->starts, g);
-    char *block = r->exec + ((size_t)g << GRANULE_SHIFT);
-    cm_dump_cover(&r->dumped, (uintptr_t)r->exec, (uintptr_t)block + ((size_t)granules << GRANULE_SHIFT),
-                  (uintptr_t)r->exec + r->size, CM_DUMP_STEP);
-    return block;
+    return r->exec + ((size_t)g << GRANULE_SHIFT);
 }
 
 static bool cached_module(uintptr_t at, uintptr_t *text_lo, uintptr_t *text_hi) {

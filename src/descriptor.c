@@ -1,19 +1,22 @@
 /* descriptor.c: the descriptor pool and the lock-free descriptor stacks.
  *
  * All descriptors live in one region reserved at init (up to
- * CM_MAX_DESCRIPTORS * 64 bytes, committed page by page as it is touched) and are never returned
- * to the OS. That makes them type-stable: a thread holding a stale reference
- * may read one at any time and see a descriptor, never unmapped memory. A
+ * CM_MAX_DESCRIPTORS * 64 bytes, closed and opened 1 MiB at a time as
+ * descriptors are handed out, reservation.c) and are never returned to the
+ * OS. That makes them type-stable: a thread holding a stale reference may
+ * read one at any time and see a descriptor, never unmapped memory. A
  * descriptor is named by its index in the region, a 32-bit "ref" (the narrow
  * pointer idea applied to our own metadata), so a stack head is {ref, tag}
  * in one 64-bit word and the tag defeats ABA. */
+#include <sys/mman.h>
+
 #include "internal.h"
 
 static cm_desc_t unstarted[CM_DESC_RETIRED + 1]; /* refs 0 and 1 before the region exists */
 cm_desc_t *cm_desc_region = unstarted;
 static _Atomic uint32_t desc_next_free = CM_DESC_RETIRED + 1; /* refs 0 and 1 are never handed out */
 static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
-static _Atomic uintptr_t region_dumped;      /* core dumps hold the region below this (dump.c) */
+static _Atomic uintptr_t region_opened;      /* the region is open below this (reservation.c) */
 
 /* A descriptor handed out again names no owner and no heap: a superblock
  * handed to the pool under its heap keeps its owner's ref in the old
@@ -37,10 +40,11 @@ cm_desc_t *cm_desc_alloc(void) {
         atomic_fetch_sub_explicit(&desc_next_free, 1, memory_order_relaxed);
         return NULL;
     }
-    cm_count(&cm_counters.committed, sizeof(cm_desc_t));
     uintptr_t base = (uintptr_t)cm_desc_base();
-    cm_dump_cover(&region_dumped, base, base + (ref + 1) * sizeof(cm_desc_t),
-                  base + cm_desc_capacity() * sizeof(cm_desc_t), CM_DUMP_STEP);
+    if (!cm_reservation_open(&region_opened, base, base + (ref + 1) * sizeof(cm_desc_t),
+                             base + cm_desc_capacity() * sizeof(cm_desc_t), CM_OPEN_STEP, PROT_READ | PROT_WRITE))
+        return NULL; /* the ref stays unused: cm_desc_count never counts past the open part */
+    cm_count(&cm_counters.committed, sizeof(cm_desc_t));
     return cm_desc_from_ref(ref);
 }
 
@@ -52,15 +56,35 @@ uint32_t cm_desc_capacity(void) { return (uint32_t)cm_desc_base()[0].map_size; }
  * the region is set, and then read its descriptor 0 */
 bool cm_desc_started(void) { return __atomic_load_n(&cm_desc_region, __ATOMIC_ACQUIRE)[0].map_size != 0; }
 
-/* mine's descriptor 0 records its capacity, so the region and its size are
- * published by the one CAS; a late racer gives its reservation back. */
-void cm_desc_publish_region(cm_desc_t *mine) {
+/* A region of `capacity` descriptors, closed but for its first step, whose
+ * descriptor 0 records the capacity, so the region and its size are
+ * published by the one CAS; a late racer gives its reservation back. False
+ * if no such reservation could be made. */
+bool cm_desc_make_region(uint32_t capacity) {
+    size_t bytes = (size_t)capacity * sizeof(cm_desc_t), first = bytes < CM_OPEN_STEP ? bytes : CM_OPEN_STEP;
+    cm_desc_t *mine = cm_os_reserve_closed(bytes, CM_PAGE_SIZE);
+    if (!mine) return false;
+    if (!cm_os_open(mine, first, PROT_READ | PROT_WRITE)) {
+        cm_os_unreserve(mine, bytes);
+        return false;
+    }
+    mine[0].map_size = capacity;
     cm_desc_t *expected = unstarted;
-    if (!__atomic_compare_exchange_n(&cm_desc_region, &expected, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        cm_os_unreserve(mine, (size_t)mine[0].map_size * sizeof(cm_desc_t));
+    if (__atomic_compare_exchange_n(&cm_desc_region, &expected, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        cm_reservation_opened(&region_opened, (uintptr_t)mine + first);
+    else
+        cm_os_unreserve(mine, bytes);
+    return true;
 }
 
-uint32_t cm_desc_count(void) { return atomic_load_explicit(&desc_next_free, memory_order_relaxed); }
+/* Refs handed out so far whose descriptors are open to read: a scan of the
+ * region stops there, before a ref whose thread has not opened it yet. */
+uint32_t cm_desc_count(void) {
+    uintptr_t open_end = atomic_load_explicit(&region_opened, memory_order_acquire); /* as cm_reservation_open */
+    uint32_t next = atomic_load_explicit(&desc_next_free, memory_order_relaxed);
+    uint32_t open = open_end ? (uint32_t)((open_end - (uintptr_t)cm_desc_base()) / sizeof(cm_desc_t)) : 0;
+    return next < open ? next : open;
+}
 
 static uint64_t head_make(uint32_t ref, uint32_t tag) { return (uint64_t)tag << 32 | ref; }
 

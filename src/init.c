@@ -35,15 +35,8 @@ static const char *init_link_key(void) {
  * no. Descriptor 0 is never handed out; its map_size records the capacity. */
 static bool init_descriptor_region(void) {
     if (cm_desc_started()) return true;
-    for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2) {
-        /* committed is counted as descriptors are handed out */
-        cm_desc_t *mine = cm_os_reserve((size_t)capacity * sizeof(cm_desc_t));
-        if (!mine) continue;
-        cm_os_dump(mine, (size_t)capacity * sizeof(cm_desc_t), false); /* back in as handed out (descriptor.c) */
-        mine[0].map_size = capacity;
-        cm_desc_publish_region(mine);
-        return true;
-    }
+    for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2)
+        if (cm_desc_make_region(capacity)) return true; /* committed is counted as descriptors are handed out */
     return false;
 }
 

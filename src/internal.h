@@ -11,7 +11,8 @@
  *              one class.
  *  arena       where spans come from: 4 MiB chunks, each a bitmap of 64
  *              units of 64 KiB, cut from the arena's reservation (64 GiB of
- *              address space reserved at init) and, once that is used up or
+ *              address space reserved at init, opened as it is used:
+ *              reservation.c) and, once that is used up or
  *              where it could not be made, from 32 MiB reservations; a
  *              retired superblock's span goes back for any span size to
  *              reuse, and an all-free chunk keeps its address space (not its
@@ -248,7 +249,7 @@ typedef struct cm_desc {
 
 _Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
 
-/* The descriptor region, set once at init (cm_desc_publish_region). Until
+/* The descriptor region, set once at init (cm_desc_make_region). Until
  * then, and for good if init found no address space for it, it names a
  * static stand-in whose descriptor 0 has no class and capacity 0: a free of
  * NULL (or of a pointer not ours) made before the first allocation finds
@@ -384,7 +385,7 @@ CM_HIDDEN cm_desc_t *cm_desc_stack_pop(cm_desc_stack_t *s);
 CM_HIDDEN uint32_t cm_desc_count(void);     /* refs handed out so far (+1) */
 CM_HIDDEN uint32_t cm_desc_capacity(void);  /* refs the region holds */
 CM_HIDDEN bool cm_desc_started(void);       /* the region exists (capacity above 0) */
-CM_HIDDEN void cm_desc_publish_region(cm_desc_t *mine); /* keeps the first racer's; unreserves the others' */
+CM_HIDDEN bool cm_desc_make_region(uint32_t capacity); /* reserve and publish: the first racer's is kept */
 
 /* ---------------------------------------------------------------- page map */
 #define CM_PAGEMAP_LEAF_BITS (32 - CM_UNIT_SHIFT)
@@ -502,29 +503,33 @@ CM_HIDDEN uintptr_t cm_os_main_program(void);                /* an address insid
 CM_HIDDEN bool cm_os_reservations_cost(void);              /* RLIMIT_AS set, or strict overcommit */
 CM_HIDDEN int cm_os_memfd(size_t size);                      /* an anonymous file of size bytes, or -1 */
 CM_HIDDEN void cm_os_close(int fd);
-CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd);
+CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd); /* PROT_NONE: closed as cm_os_reserve_closed */
 CM_HIDDEN char *cm_os_read_file(const char *path, size_t *len, size_t *cap);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
 CM_HIDDEN void cm_os_yield(void);                            /* sched_yield */
-CM_HIDDEN void cm_os_dump(void *p, size_t size, bool include); /* MADV_DODUMP or MADV_DONTDUMP */
+CM_HIDDEN void *cm_os_reserve_closed(size_t size, size_t align); /* PROT_NONE, out of core dumps */
+CM_HIDDEN bool cm_os_open(void *p, size_t size, int prot);       /* mprotect, back into core dumps */
 
-/* ---------------------------------------------------------------- core dumps */
+/* ---------------------------------------------------------------- reservations */
 /* A large reservation (the arena, the descriptor region, the cage, the
- * class space, a code range) is left out of core dumps when it is made, and
- * the part of it in use, from its start to the highest address handed out
- * so far, is put back in steps as it grows (dump.c). `covered` is the end of
- * what dumps hold, 0 before the first step; start and limit are the
- * reservation's bounds. */
-#define CM_DUMP_STEP ((size_t)1 << 20)             /* metadata, classes, code: steps of 1 MiB */
-#define CM_DUMP_STEP_SPANS ((size_t)32 << 20)      /* superblocks (arena, cage): one call per 32 MiB */
-CM_HIDDEN void cm_dump_cover_slow(_Atomic uintptr_t *covered, uintptr_t start, uintptr_t used_end, uintptr_t limit,
-                                  size_t step);
-CM_INLINE void cm_dump_cover(_Atomic uintptr_t *covered, uintptr_t start, uintptr_t used_end, uintptr_t limit,
-                             size_t step) {
-    /* relaxed: a stale value only sends us to the CAS, which re-reads it */
-    if (used_end > atomic_load_explicit(covered, memory_order_relaxed))
-        cm_dump_cover_slow(covered, start, used_end, limit, step);
+ * class space, a code range) is made closed, and the part of it in use,
+ * from its start to the highest address handed out so far, is opened in
+ * steps as it grows (reservation.c). `opened` is the end of the open part
+ * (0: nothing yet); start and limit are the reservation's bounds. Returns
+ * false if the kernel would not open it: the caller fails the allocation. */
+#define CM_OPEN_STEP ((size_t)1 << 20)            /* descriptors, classes, code: steps of 1 MiB */
+#define CM_OPEN_STEP_SPANS ((size_t)32 << 20)     /* superblocks (arena, cage): one call per 32 MiB */
+CM_HIDDEN bool cm_reservation_open_slow(_Atomic uintptr_t *opened, uintptr_t start, uintptr_t used_end,
+                                        uintptr_t limit, size_t step, int prot);
+/* [.., end) was opened by the thread that made the reservation, before it published it. */
+CM_HIDDEN void cm_reservation_opened(_Atomic uintptr_t *opened, uintptr_t end);
+CM_INLINE bool cm_reservation_open(_Atomic uintptr_t *opened, uintptr_t start, uintptr_t used_end, uintptr_t limit,
+                                   size_t step, int prot) {
+    /* acquire: pairs with the release that raised `opened` after its
+     * mprotect returned, so our accesses below it come after that call */
+    if (used_end <= atomic_load_explicit(opened, memory_order_acquire)) return true;
+    return cm_reservation_open_slow(opened, start, used_end, limit, step, prot);
 }
 
 /* ---------------------------------------------------------------- options */

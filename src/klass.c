@@ -24,6 +24,7 @@
  * Stack heads are {index:32, tag:32} in one CAS'ed word, as everywhere. */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "api.h"
 
@@ -129,7 +130,7 @@ static bool space_gaps(void) { return space_tracked() && CM_OPTION(klass_gaps); 
 
 static _Atomic uint64_t gap_stack[GRANULES + 1]; /* by longest free run of granules */
 static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is never used */
-static _Atomic uintptr_t space_dumped;           /* core dumps hold the space below this (dump.c) */
+static _Atomic uintptr_t space_opened;           /* the space is open below this (reservation.c) */
 
 /* relaxed counters: statistics only */
 static _Atomic size_t classes_live, bytes_requested, slots_in_use, gap_bytes, meta_elsewhere;
@@ -174,7 +175,7 @@ static _Atomic uint64_t *starts_word(uint32_t slot) { return &leaf_known(slot)->
 static _Atomic uint64_t *ends_word(uint32_t slot) { return &leaf_known(slot)->ends[(slot & (LEAF_SLOTS - 1)) / 64]; }
 
 /* Reserve the space: freeze the configuration, map 2^range bytes
- * (MAP_NORESERVE: pages are committed as touched) aligned to the slot size,
+ * (closed: opened as slots are handed out, reservation.c) aligned to the slot size,
  * and the leaf root. A CAS race: losers unmap what they mapped. Returns the
  * winner's base, NULL if this racer could map nothing and nobody won yet. */
 static char *set_up_space(void) {
@@ -189,12 +190,11 @@ static char *set_up_space(void) {
     size_t size = (size_t)1 << cfg_range(c), align = (size_t)1 << cfg_shift(c);
     size_t root_bytes = (((size_t)space_slots() >> LEAF_SHIFT) + 1) * sizeof(leaf_t *);
     _Atomic(leaf_t *) *root = cm_os_reserve(root_bytes);
-    char *base = root ? cm_os_reserve_aligned(size, align) : NULL;
+    char *base = root ? cm_os_reserve_closed(size, align) : NULL;
     if (!base) {
         if (root) cm_os_unreserve(root, root_bytes);
         return atomic_load_explicit(&space.base, memory_order_acquire);
     }
-    cm_os_dump(base, size, false); /* back in as slots are handed out (claim_fresh) */
     _Atomic(leaf_t *) *no_root = NULL;
     if (!atomic_compare_exchange_strong_explicit(&space.root, &no_root, root, memory_order_acq_rel,
                                                  memory_order_acquire))
@@ -255,8 +255,9 @@ static uint32_t claim_fresh(uint32_t n) {
     for (uint32_t s = cur; s < cur + n; s += LEAF_SLOTS - (s & (LEAF_SLOTS - 1)))
         if (!leaf_of(s)) return 0; /* no memory for its bitmaps: these slots stay unused */
     if (!leaf_of(cur + n - 1)) return 0;
-    cm_dump_cover(&space_dumped, (uintptr_t)slot_addr(0), (uintptr_t)slot_addr(cur + n),
-                  (uintptr_t)slot_addr(space_slots()) + slot_bytes(), CM_DUMP_STEP);
+    if (!cm_reservation_open(&space_opened, (uintptr_t)slot_addr(0), (uintptr_t)slot_addr(cur + n),
+                             (uintptr_t)slot_addr(space_slots()) + slot_bytes(), CM_OPEN_STEP, PROT_READ | PROT_WRITE))
+        return 0; /* these slots stay unused */
     return cur;
 }
 

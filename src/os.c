@@ -58,7 +58,7 @@ static void count_call(void) { cm_count(&cm_counters.os_calls, 1); }
 /* Memory the kernel's overcommit policy answers for, as glibc maps it: a
  * request it judges impossible fails here instead of succeeding and ending
  * in an OOM kill when touched. */
-static void *map_flags(size_t size, int flags);
+static void *map_flags(size_t size, int prot, int flags);
 
 /* Metadata and superblocks never take transparent huge pages. Where the
  * system gives them to every anonymous mapping (THP "always"), the first
@@ -78,13 +78,13 @@ static void *no_huge_pages(void *p, size_t size) {
     return p;
 }
 
-void *cm_os_map(size_t size) { return no_huge_pages(map_flags(size, 0), size); }
+void *cm_os_map(size_t size) { return no_huge_pages(map_flags(size, PROT_READ | PROT_WRITE, 0), size); }
 
 /* Address space of which only a small part is ever touched (the descriptor
  * region, the class space): not counted against the overcommit heuristic,
  * nor as committed here (its users count what they hand out). */
 void *cm_os_reserve(size_t size) {
-    void *p = map_flags(size, MAP_NORESERVE);
+    void *p = map_flags(size, PROT_READ | PROT_WRITE, MAP_NORESERVE);
     if (p) cm_uncount(&cm_counters.committed, size);
     return no_huge_pages(p, size);
 }
@@ -95,9 +95,9 @@ void cm_os_unreserve(void *p, size_t size) {
     cm_uncount(&cm_counters.returned, size);
 }
 
-static void *map_flags(size_t size, int flags) {
+static void *map_flags(size_t size, int prot, int flags) {
     count_call();
-    long r = raw_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    long r = raw_syscall6(SYS_mmap, 0, (long)size, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     if (raw_failed(r)) return NULL;
     cm_count(&cm_counters.mapped, size);
     cm_count(&cm_counters.committed, size);
@@ -113,10 +113,10 @@ void cm_os_unmap(void *p, size_t size) {
 }
 
 /* Over-map by the alignment and trim both ends: at most three calls. */
-static void *map_aligned(size_t size, size_t align, int flags) {
-    if (align <= CM_PAGE_SIZE) return map_flags(size, flags);
+static void *map_aligned(size_t size, size_t align, int prot, int flags) {
+    if (align <= CM_PAGE_SIZE) return map_flags(size, prot, flags);
     if (size + align < size) return NULL;
-    char *raw = map_flags(size + align - CM_PAGE_SIZE, flags);
+    char *raw = map_flags(size + align - CM_PAGE_SIZE, prot, flags);
     if (!raw) return NULL;
     char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     size_t head = (size_t)(aligned - raw), tail = align - CM_PAGE_SIZE - head;
@@ -126,20 +126,41 @@ static void *map_aligned(size_t size, size_t align, int flags) {
     return aligned;
 }
 
-void *cm_os_map_aligned(size_t size, size_t align) { return map_aligned(size, align, 0); }
+void *cm_os_map_aligned(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE, 0); }
 
 void *cm_os_reserve_aligned(size_t size, size_t align) {
-    void *p = map_aligned(size, align, MAP_NORESERVE);
+    void *p = map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
     if (p) cm_uncount(&cm_counters.committed, size);
     return no_huge_pages(p, size);
 }
 
 void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }
 
-/* Whether core dumps hold [p, p + size): dump.c says why and where. */
-void cm_os_dump(void *p, size_t size, bool include) {
+static void dump_advice(void *p, size_t size, int advice) {
     count_call();
-    raw_syscall6(SYS_madvise, (long)p, (long)size, include ? MADV_DODUMP : MADV_DONTDUMP, 0, 0, 0);
+    raw_syscall6(SYS_madvise, (long)p, (long)size, advice, 0, 0, 0);
+}
+
+/* Address space reserved closed, for the large reservations opened as they
+ * are used (reservation.c): no access, so mlockall neither populates nor
+ * locks it, and left out of core dumps (which a closed mapping never
+ * touched is already; the advice says so on every kernel). */
+void *cm_os_reserve_closed(size_t size, size_t align) {
+    void *p = map_aligned(size, align, PROT_NONE, MAP_NORESERVE);
+    if (!p) return NULL;
+    cm_uncount(&cm_counters.committed, size);
+    dump_advice(p, size, MADV_DONTDUMP);
+    return no_huge_pages(p, size);
+}
+
+/* Open [p, p + size) of a closed reservation or file mapping with prot,
+ * and into core dumps. False if the kernel refused (out of memory to
+ * account it under strict overcommit, or of mappings). */
+bool cm_os_open(void *p, size_t size, int prot) {
+    count_call();
+    if (raw_failed(raw_syscall6(SYS_mprotect, (long)p, (long)size, prot, 0, 0, 0))) return false;
+    dump_advice(p, size, MADV_DODUMP);
+    return true;
 }
 
 /* MADV_DONTNEED, not MADV_FREE: the pages leave the resident set now (so RSS
@@ -316,6 +337,7 @@ void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
         return NULL;
     }
     cm_count(&cm_counters.mapped, size);
+    if (prot == PROT_NONE) dump_advice((void *)r, size, MADV_DONTDUMP); /* closed, as cm_os_reserve_closed */
     return (void *)r;
 }
 
