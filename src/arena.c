@@ -53,7 +53,7 @@ cm_arena_range_t cm_arena_range = {CM_ARENA_NONE, 0};
 /* Chunks of the arena's reservation handed out so far; at or past its
  * count, it is used up. */
 static _Atomic size_t arena_chunks_taken;
-static _Atomic uintptr_t arena_opened; /* its chunks are open below this (reservation.c) */
+static cm_reservation_t chunks_open = {.prot = PROT_READ | PROT_WRITE, .step = CM_OPEN_STEP_SPANS};
 
 #define ARENA_RESERVE_MIN ((size_t)256 << 20) /* below this, 32 MiB reservations do as well */
 
@@ -73,7 +73,7 @@ void cm_arena_reserve(void) {
         /* closed, the map opened now: free reads it for any address in the window */
         char *r = cm_os_reserve_closed(size, CM_CHUNK_SIZE);
         if (!r) continue;
-        if (!cm_os_open(r, CM_ARENA_TABLE_BYTES, PROT_READ | PROT_WRITE)) {
+        if (!cm_os_open(r, CM_ARENA_TABLE_BYTES, PROT_READ | PROT_WRITE, false)) {
             cm_os_unreserve(r, size);
             continue;
         }
@@ -108,8 +108,7 @@ static char *take_from_arena(void) {
     size_t i = atomic_fetch_add_explicit(&arena_chunks_taken, 1, memory_order_relaxed);
     if (i >= chunks) return NULL;
     uintptr_t first = cm_arena_base() + CM_ARENA_TABLE_BYTES, chunk = first + (i << CM_CHUNK_SHIFT);
-    if (!cm_reservation_open(&arena_opened, first, chunk + CM_CHUNK_SIZE, first + chunks * CM_CHUNK_SIZE,
-                             CM_OPEN_STEP_SPANS, PROT_READ | PROT_WRITE))
+    if (!cm_reservation_open(&chunks_open, first, chunk + CM_CHUNK_SIZE, first + chunks * CM_CHUNK_SIZE))
         return NULL; /* the kernel has no memory to account it: the chunk stays unused */
     cm_count(&cm_counters.mapped, CM_CHUNK_SIZE);
     return (char *)chunk;

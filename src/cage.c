@@ -42,14 +42,13 @@ static uint32_t units_used(void) {
     return n < 2 ? 2 : n;
 }
 
-static _Atomic uintptr_t cage_opened; /* the cage is open below this (reservation.c) */
+static cm_reservation_t units_open = {.prot = PROT_READ | PROT_WRITE, .step = CM_OPEN_STEP_SPANS};
 
 /* Units [first, first + n) were claimed for a block: open them. False (and
  * the units freed again) if the kernel would not. */
 static bool claimed(uint32_t first, uint32_t n) {
     uintptr_t start = cage_start();
-    if (!cm_reservation_open(&cage_opened, start, start + ((size_t)(first + n) << CM_UNIT_SHIFT),
-                             start + CM_CAGE_SIZE, CM_OPEN_STEP_SPANS, PROT_READ | PROT_WRITE)) {
+    if (!cm_reservation_open(&units_open, start, start + ((size_t)(first + n) << CM_UNIT_SHIFT), start + CM_CAGE_SIZE)) {
         cm_runs_free(&units, first, n);
         return false;
     }
@@ -77,7 +76,7 @@ static bool make_cage(void) {
     uintptr_t end = start + CM_CAGE_SIZE;
     if (start > lo) cm_os_unreserve(r, start - lo);
     if (hi > end) cm_os_unreserve((void *)end, hi - end);
-    if (!cm_os_open((void *)start, CM_UNIT_SIZE, PROT_READ | PROT_WRITE)) { /* unit 0: the bitmap */
+    if (!cm_os_open((void *)start, CM_UNIT_SIZE, PROT_READ | PROT_WRITE, false)) { /* unit 0: the bitmap */
         cm_os_unreserve((void *)start, CM_CAGE_SIZE);
         return false;
     }
@@ -89,7 +88,7 @@ static bool make_cage(void) {
         /* release: the bitmap and the page-map regions before the base */
         if (__atomic_compare_exchange_n(&cm_cage_base, &none, start | CM_CAGE_LOW_BITS, false, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED)) {
-            cm_reservation_opened(&cage_opened, start + CM_UNIT_SIZE);
+            cm_reservation_opened(&units_open, start + CM_UNIT_SIZE);
             return true;
         }
     }

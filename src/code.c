@@ -42,7 +42,7 @@ typedef struct code_range {
     _Atomic uint64_t *starts;     /* a block starts at this granule */
     _Atomic uint64_t *ends;       /* a block ends at this granule */
     cm_runs_t free;
-    _Atomic uintptr_t exec_opened, write_opened; /* the views are open below these (reservation.c) */
+    cm_reservation_t exec_open, write_open; /* how much of each view is open (reservation.c) */
 } code_range_t;
 
 static code_range_t ranges[MAX_RANGES];
@@ -208,6 +208,8 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
         return false;
     }
     r->exec = exec, r->write = write, r->size = size, r->words = words;
+    r->exec_open = (cm_reservation_t){.prot = PROT_READ | PROT_EXEC, .step = CM_OPEN_STEP, .file_view = true};
+    r->write_open = (cm_reservation_t){.prot = PROT_READ | PROT_WRITE, .step = CM_OPEN_STEP, .file_view = true};
     r->free_map = bits, r->starts = bits + words, r->ends = bits + 2 * (size_t)words;
     r->free = (cm_runs_t){.word = free_word, .ctx = r};
     cm_runs_free(&r->free, 0, granules);
@@ -264,9 +266,8 @@ static void *take_block(code_range_t *r, uint32_t granules) {
     uint32_t g = found - 1;
     size_t end = (size_t)(g + granules) << GRANULE_SHIFT;
     uintptr_t exec = (uintptr_t)r->exec, write = (uintptr_t)r->write;
-    if (!cm_reservation_open(&r->exec_opened, exec, exec + end, exec + r->size, CM_OPEN_STEP, PROT_READ | PROT_EXEC) ||
-        !cm_reservation_open(&r->write_opened, write, write + end, write + r->size, CM_OPEN_STEP,
-                             PROT_READ | PROT_WRITE)) {
+    if (!cm_reservation_open(&r->exec_open, exec, exec + end, exec + r->size) ||
+        !cm_reservation_open(&r->write_open, write, write + end, write + r->size)) {
         cm_runs_free(&r->free, g, granules);
         return NULL;
     }

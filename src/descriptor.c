@@ -16,7 +16,7 @@ static cm_desc_t unstarted[CM_DESC_RETIRED + 1]; /* refs 0 and 1 before the regi
 cm_desc_t *cm_desc_region = unstarted;
 static _Atomic uint32_t desc_next_free = CM_DESC_RETIRED + 1; /* refs 0 and 1 are never handed out */
 static cm_desc_stack_t released;            /* descriptors of unmapped large blocks */
-static _Atomic uintptr_t region_opened;      /* the region is open below this (reservation.c) */
+static cm_reservation_t region_open = {.prot = PROT_READ | PROT_WRITE, .step = CM_OPEN_STEP};
 
 /* A descriptor handed out again names no owner and no heap: a superblock
  * handed to the pool under its heap keeps its owner's ref in the old
@@ -41,8 +41,8 @@ cm_desc_t *cm_desc_alloc(void) {
         return NULL;
     }
     uintptr_t base = (uintptr_t)cm_desc_base();
-    if (!cm_reservation_open(&region_opened, base, base + (ref + 1) * sizeof(cm_desc_t),
-                             base + cm_desc_capacity() * sizeof(cm_desc_t), CM_OPEN_STEP, PROT_READ | PROT_WRITE))
+    if (!cm_reservation_open(&region_open, base, base + (ref + 1) * sizeof(cm_desc_t),
+                             base + cm_desc_capacity() * sizeof(cm_desc_t)))
         return NULL; /* the ref stays unused: cm_desc_count never counts past the open part */
     cm_count(&cm_counters.committed, sizeof(cm_desc_t));
     return cm_desc_from_ref(ref);
@@ -64,14 +64,14 @@ bool cm_desc_make_region(uint32_t capacity) {
     size_t bytes = (size_t)capacity * sizeof(cm_desc_t), first = bytes < CM_OPEN_STEP ? bytes : CM_OPEN_STEP;
     cm_desc_t *mine = cm_os_reserve_closed(bytes, CM_PAGE_SIZE);
     if (!mine) return false;
-    if (!cm_os_open(mine, first, PROT_READ | PROT_WRITE)) {
+    if (!cm_os_open(mine, first, PROT_READ | PROT_WRITE, false)) {
         cm_os_unreserve(mine, bytes);
         return false;
     }
     mine[0].map_size = capacity;
     cm_desc_t *expected = unstarted;
     if (__atomic_compare_exchange_n(&cm_desc_region, &expected, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        cm_reservation_opened(&region_opened, (uintptr_t)mine + first);
+        cm_reservation_opened(&region_open, (uintptr_t)mine + first);
     else
         cm_os_unreserve(mine, bytes);
     return true;
@@ -80,7 +80,7 @@ bool cm_desc_make_region(uint32_t capacity) {
 /* Refs handed out so far whose descriptors are open to read: a scan of the
  * region stops there, before a ref whose thread has not opened it yet. */
 uint32_t cm_desc_count(void) {
-    uintptr_t open_end = atomic_load_explicit(&region_opened, memory_order_acquire); /* as cm_reservation_open */
+    uintptr_t open_end = atomic_load_explicit(&region_open.opened, memory_order_acquire); /* as cm_reservation_open */
     uint32_t next = atomic_load_explicit(&desc_next_free, memory_order_relaxed);
     uint32_t open = open_end ? (uint32_t)((open_end - (uintptr_t)cm_desc_base()) / sizeof(cm_desc_t)) : 0;
     return next < open ? next : open;

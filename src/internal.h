@@ -508,28 +508,32 @@ CM_HIDDEN char *cm_os_read_file(const char *path, size_t *len, size_t *cap);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
 CM_HIDDEN void cm_os_yield(void);                            /* sched_yield */
-CM_HIDDEN void *cm_os_reserve_closed(size_t size, size_t align); /* PROT_NONE, out of core dumps */
-CM_HIDDEN bool cm_os_open(void *p, size_t size, int prot);       /* mprotect, back into core dumps */
+CM_HIDDEN void *cm_os_reserve_closed(size_t size, size_t align);  /* PROT_NONE: neither dumped nor locked */
+CM_HIDDEN bool cm_os_open(void *p, size_t size, int prot, bool file_view); /* mprotect (a file view: into dumps) */
 
 /* ---------------------------------------------------------------- reservations */
 /* A large reservation (the arena, the descriptor region, the cage, the
- * class space, a code range) is made closed, and the part of it in use,
- * from its start to the highest address handed out so far, is opened in
- * steps as it grows (reservation.c). `opened` is the end of the open part
- * (0: nothing yet); start and limit are the reservation's bounds. Returns
- * false if the kernel would not open it: the caller fails the allocation. */
+ * class space, a code range's two views) is made closed, and the part of it
+ * in use, from its start to the highest address handed out so far, is
+ * opened in steps as it grows (reservation.c). start and limit are the
+ * reservation's bounds. cm_reservation_open returns false if the kernel
+ * would not open it: the caller fails the allocation. */
+typedef struct cm_reservation {
+    _Atomic uintptr_t opened; /* the open part ends here; 0: nothing opened yet */
+    int prot;                 /* what opening grants */
+    size_t step;              /* opened this much at a time */
+    bool file_view;           /* a shared file mapping, which core dumps hold whole even closed */
+} cm_reservation_t;
 #define CM_OPEN_STEP ((size_t)1 << 20)            /* descriptors, classes, code: steps of 1 MiB */
 #define CM_OPEN_STEP_SPANS ((size_t)32 << 20)     /* superblocks (arena, cage): one call per 32 MiB */
-CM_HIDDEN bool cm_reservation_open_slow(_Atomic uintptr_t *opened, uintptr_t start, uintptr_t used_end,
-                                        uintptr_t limit, size_t step, int prot);
+CM_HIDDEN bool cm_reservation_open_slow(cm_reservation_t *r, uintptr_t start, uintptr_t used_end, uintptr_t limit);
 /* [.., end) was opened by the thread that made the reservation, before it published it. */
-CM_HIDDEN void cm_reservation_opened(_Atomic uintptr_t *opened, uintptr_t end);
-CM_INLINE bool cm_reservation_open(_Atomic uintptr_t *opened, uintptr_t start, uintptr_t used_end, uintptr_t limit,
-                                   size_t step, int prot) {
+CM_HIDDEN void cm_reservation_opened(cm_reservation_t *r, uintptr_t end);
+CM_INLINE bool cm_reservation_open(cm_reservation_t *r, uintptr_t start, uintptr_t used_end, uintptr_t limit) {
     /* acquire: pairs with the release that raised `opened` after its
      * mprotect returned, so our accesses below it come after that call */
-    if (used_end <= atomic_load_explicit(opened, memory_order_acquire)) return true;
-    return cm_reservation_open_slow(opened, start, used_end, limit, step, prot);
+    if (used_end <= atomic_load_explicit(&r->opened, memory_order_acquire)) return true;
+    return cm_reservation_open_slow(r, start, used_end, limit);
 }
 
 /* ---------------------------------------------------------------- options */

@@ -130,7 +130,7 @@ static bool space_gaps(void) { return space_tracked() && CM_OPTION(klass_gaps); 
 
 static _Atomic uint64_t gap_stack[GRANULES + 1]; /* by longest free run of granules */
 static _Atomic uint32_t bump = 1;                /* next fresh slot; slot 0 is never used */
-static _Atomic uintptr_t space_opened;           /* the space is open below this (reservation.c) */
+static cm_reservation_t slots_open = {.prot = PROT_READ | PROT_WRITE, .step = CM_OPEN_STEP};
 
 /* relaxed counters: statistics only */
 static _Atomic size_t classes_live, bytes_requested, slots_in_use, gap_bytes, meta_elsewhere;
@@ -255,8 +255,8 @@ static uint32_t claim_fresh(uint32_t n) {
     for (uint32_t s = cur; s < cur + n; s += LEAF_SLOTS - (s & (LEAF_SLOTS - 1)))
         if (!leaf_of(s)) return 0; /* no memory for its bitmaps: these slots stay unused */
     if (!leaf_of(cur + n - 1)) return 0;
-    if (!cm_reservation_open(&space_opened, (uintptr_t)slot_addr(0), (uintptr_t)slot_addr(cur + n),
-                             (uintptr_t)slot_addr(space_slots()) + slot_bytes(), CM_OPEN_STEP, PROT_READ | PROT_WRITE))
+    if (!cm_reservation_open(&slots_open, (uintptr_t)slot_addr(0), (uintptr_t)slot_addr(cur + n),
+                             (uintptr_t)slot_addr(space_slots()) + slot_bytes()))
         return 0; /* these slots stay unused */
     return cur;
 }

@@ -141,25 +141,23 @@ static void dump_advice(void *p, size_t size, int advice) {
     raw_syscall6(SYS_madvise, (long)p, (long)size, advice, 0, 0, 0);
 }
 
-/* Address space reserved closed, for the large reservations opened as they
- * are used (reservation.c): no access, so mlockall neither populates nor
- * locks it, and left out of core dumps (which a closed mapping never
- * touched is already; the advice says so on every kernel). */
+/* Address space reserved closed (PROT_NONE), for the large reservations
+ * opened as they are used (reservation.c): mlockall neither populates nor
+ * locks it, and a core dump leaves out the part never opened (it has no
+ * pages). */
 void *cm_os_reserve_closed(size_t size, size_t align) {
     void *p = map_aligned(size, align, PROT_NONE, MAP_NORESERVE);
-    if (!p) return NULL;
-    cm_uncount(&cm_counters.committed, size);
-    dump_advice(p, size, MADV_DONTDUMP);
+    if (p) cm_uncount(&cm_counters.committed, size);
     return no_huge_pages(p, size);
 }
 
-/* Open [p, p + size) of a closed reservation or file mapping with prot,
- * and into core dumps. False if the kernel refused (out of memory to
- * account it under strict overcommit, or of mappings). */
-bool cm_os_open(void *p, size_t size, int prot) {
+/* Open [p, p + size) of a closed reservation or file view with prot (and a
+ * file view back into core dumps). False if the kernel refused (out of
+ * memory to account it under strict overcommit, or of mappings). */
+bool cm_os_open(void *p, size_t size, int prot, bool file_view) {
     count_call();
     if (raw_failed(raw_syscall6(SYS_mprotect, (long)p, (long)size, prot, 0, 0, 0))) return false;
-    dump_advice(p, size, MADV_DODUMP);
+    if (file_view) dump_advice(p, size, MADV_DODUMP);
     return true;
 }
 
@@ -337,7 +335,7 @@ void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
         return NULL;
     }
     cm_count(&cm_counters.mapped, size);
-    if (prot == PROT_NONE) dump_advice((void *)r, size, MADV_DONTDUMP); /* closed, as cm_os_reserve_closed */
+    if (prot == PROT_NONE) dump_advice((void *)r, size, MADV_DONTDUMP); /* closed: dumped whole even so */
     return (void *)r;
 }
 

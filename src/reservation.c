@@ -1,10 +1,13 @@
 /* reservation.c: the large reservations (the arena, the descriptor region,
  * the cage, the class space, the code ranges) are opened as they are used.
  *
- * Each is made closed (cm_os_reserve_closed: no access, out of core dumps)
- * and opened, read-write or as its views need, from its start up to the
- * highest address handed out, rounded up to a step. Two things a
- * read-write reservation did to its programs, measured before:
+ * Each is made closed (PROT_NONE) and opened, read-write or as its views
+ * need, from its start up to the highest address handed out, rounded up to
+ * a step. The kernel neither dumps the closed part of an anonymous mapping
+ * (never touched, it has no pages) nor populates it under mlockall; a code
+ * range's views, shared file mappings, are dumped whole even closed, so
+ * they are also left out of dumps (MADV_DONTDUMP) and put back as opened.
+ * Two things a read-write reservation did to its programs, measured before:
  *  - core dumps: the kernel dumps an anonymous mapping whole once a page of
  *    it was touched and writes the untouched pages as zeros into the pipe
  *    through which systemd-coredump, apport and abrt receive cores; a crash
@@ -23,24 +26,23 @@
  * for anybody. */
 #include "internal.h"
 
-bool cm_reservation_open_slow(_Atomic uintptr_t *opened, uintptr_t start, uintptr_t used_end, uintptr_t limit,
-                              size_t step, int prot) {
-    uintptr_t cur = atomic_load_explicit(opened, memory_order_acquire);
+bool cm_reservation_open_slow(cm_reservation_t *r, uintptr_t start, uintptr_t used_end, uintptr_t limit) {
+    uintptr_t cur = atomic_load_explicit(&r->opened, memory_order_acquire);
     uintptr_t from = cur > start ? cur : start;
     if (used_end <= from) return true;
-    uintptr_t to = start + ((used_end - start + step - 1) & ~(uintptr_t)(step - 1));
+    uintptr_t to = start + ((used_end - start + r->step - 1) & ~(uintptr_t)(r->step - 1));
     if (to > limit) to = limit;
-    if (!cm_os_open((void *)from, to - from, prot)) return false;
-    cm_reservation_opened(opened, to);
+    if (!cm_os_open((void *)from, to - from, r->prot, r->file_view)) return false;
+    cm_reservation_opened(r, to);
     return true;
 }
 
-void cm_reservation_opened(_Atomic uintptr_t *opened, uintptr_t end) {
-    uintptr_t cur = atomic_load_explicit(opened, memory_order_relaxed);
+void cm_reservation_opened(cm_reservation_t *r, uintptr_t end) {
+    uintptr_t cur = atomic_load_explicit(&r->opened, memory_order_relaxed);
     /* release: a thread that reads the new end and uses memory below it
      * does so after the mprotect that opened it returned; a failed CAS
      * re-reads the end and stops once it is at or past ours */
     while (cur < end &&
-           !atomic_compare_exchange_weak_explicit(opened, &cur, end, memory_order_release, memory_order_relaxed)) {
+           !atomic_compare_exchange_weak_explicit(&r->opened, &cur, end, memory_order_release, memory_order_relaxed)) {
     }
 }

@@ -1,5 +1,5 @@
 /* smaps_util.h: the process's mappings as /proc/self/smaps lists them (bounds,
- * path, VmFlags, AnonHugePages), for the tests of what the kernel does with
+ * permissions, path, VmFlags, AnonHugePages), for the tests of what the kernel does with
  * our mappings (edge_thp, edge_core_dump). */
 #ifndef SMAPS_UTIL_H
 #define SMAPS_UTIL_H
@@ -11,6 +11,7 @@
 
 typedef struct smaps_entry {
     uintptr_t lo, hi;
+    char perms[5];    /* "rw-p", "---p", ... */
     char path[256];   /* "" for anonymous memory */
     char flags[192];  /* the VmFlags line's two-letter flags, each after a space */
     long huge_kib;    /* AnonHugePages */
@@ -34,10 +35,12 @@ static inline size_t smaps_read(void) {
         unsigned long lo, hi;
         int path_at = 0;
         char dash;
-        if (sscanf(line, "%lx%c%lx %*s %*s %*s %*s %n", &lo, &dash, &hi, &path_at) == 3 && dash == '-') {
+        char perms[5];
+        if (sscanf(line, "%lx%c%lx %4s %*s %*s %*s %n", &lo, &dash, &hi, perms, &path_at) == 4 && dash == '-') {
             cur = n < SMAPS_MAX ? &smaps_table[n++] : NULL;
             if (cur) {
                 *cur = (smaps_entry_t){.lo = lo, .hi = hi};
+                memcpy(cur->perms, perms, sizeof perms);
                 snprintf(cur->path, sizeof cur->path, "%.*s", (int)sizeof cur->path - 1, path_at ? line + path_at : "");
             }
         } else if (cur && strncmp(line, "AnonHugePages:", 14) == 0) {
