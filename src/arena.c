@@ -5,8 +5,8 @@
  * (CAGEMALLOC_ARENA_RESERVE) reserved closed at init and opened 32 MiB at a
  * time as its chunks are handed out (reservation.c), which begins with the
  * flat page map that free reads (internal.h), open from the start. When it
- * is used up, or was not made (an address-space limit, `ulimit -v`, or
- * strict overcommit would count it whole; or the OS refused even 256 MiB),
+ * is used up, or was not made (an address-space limit, `ulimit -v`, would
+ * count it whole; or the OS refused even 256 MiB),
  * chunks are cut from reservations of 32 MiB mapped at once. A chunk of
  * those whose every unit is free keeps its address space (its pages were
  * returned as its spans were) until malloc_trim, or a mapping that fails
@@ -63,8 +63,8 @@ static cm_reservation_t chunks_open = {.prot = PROT_READ | PROT_WRITE, .step = C
  * it, the others give theirs back. */
 void cm_arena_reserve(void) {
     /* An address-space limit would count the reservation whole against
-     * what large blocks may map, strict overcommit would charge it whole:
-     * there, grow in 32 MiB steps. */
+     * what large blocks may map: there, grow in 32 MiB steps. (Strict
+     * overcommit charges the steps opened, as it would 32 MiB mappings.) */
     size_t want = cm_os_reservations_cost() ? 0 : CM_OPTION(arena_reserve);
     if (want > ((size_t)1 << CM_ARENA_MAX_SHIFT)) want = (size_t)1 << CM_ARENA_MAX_SHIFT;
     _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");

@@ -340,14 +340,11 @@ void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
 }
 
 /* Whether a large reservation up front would cost: an address-space limit
- * (RLIMIT_AS) counts it whole, and strict overcommit (mode 2, which ignores
- * MAP_NORESERVE) charges it whole against the commit limit. */
+ * (RLIMIT_AS) counts it whole. Strict overcommit (mode 2) charges only
+ * what is opened of it: closed, it is not writable. */
 bool cm_os_reservations_cost(void) {
     struct rlimit lim;
-    if (raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur != RLIM_INFINITY)
-        return true;
-    char mode = 0;
-    return read_start("/proc/sys/vm/overcommit_memory", &mode, 1) == 1 && mode == '2';
+    return raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur != RLIM_INFINITY;
 }
 
 /* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
