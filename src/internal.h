@@ -382,7 +382,7 @@ CM_HIDDEN cm_desc_t *cm_desc_alloc(void);          /* NULL when the region is ex
 CM_HIDDEN void cm_desc_release(cm_desc_t *d);       /* for descriptors not bound to a span */
 CM_HIDDEN void cm_desc_stack_push(cm_desc_stack_t *s, cm_desc_t *d);
 CM_HIDDEN cm_desc_t *cm_desc_stack_pop(cm_desc_stack_t *s);
-CM_HIDDEN uint32_t cm_desc_count(void);     /* refs handed out so far (+1) */
+CM_HIDDEN uint32_t cm_desc_count(void);     /* refs handed out so far (+1) and open to read */
 CM_HIDDEN uint32_t cm_desc_capacity(void);  /* refs the region holds */
 CM_HIDDEN bool cm_desc_started(void);       /* the region exists (capacity above 0) */
 CM_HIDDEN bool cm_desc_make_region(uint32_t capacity); /* reserve and publish: the first racer's is kept */
