@@ -80,14 +80,18 @@ static void *no_huge_pages(void *p, size_t size) {
 
 void *cm_os_map(size_t size) { return no_huge_pages(map_flags(size, PROT_READ | PROT_WRITE, 0), size); }
 
-/* Address space of which only a small part is ever touched (the descriptor
- * region, the class space): not counted against the overcommit heuristic,
- * nor as committed here (its users count what they hand out). */
-void *cm_os_reserve(size_t size) {
-    void *p = map_flags(size, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+static void *map_aligned(size_t size, size_t align, int prot, int flags);
+
+/* Address space of which only a small part is ever touched: not counted
+ * against the overcommit heuristic, nor as committed here (its users count
+ * what they hand out). */
+static void *reserve(size_t size, size_t align, int prot) {
+    void *p = map_aligned(size, align, prot, MAP_NORESERVE);
     if (p) cm_uncount(&cm_counters.committed, size);
     return no_huge_pages(p, size);
 }
+
+void *cm_os_reserve(size_t size) { return reserve(size, CM_PAGE_SIZE, PROT_READ | PROT_WRITE); }
 
 void cm_os_unreserve(void *p, size_t size) {
     cm_count(&cm_counters.committed, size); /* cm_os_unmap uncounts it */
@@ -128,11 +132,7 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
 
 void *cm_os_map_aligned(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE, 0); }
 
-void *cm_os_reserve_aligned(size_t size, size_t align) {
-    void *p = map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_NORESERVE);
-    if (p) cm_uncount(&cm_counters.committed, size);
-    return no_huge_pages(p, size);
-}
+void *cm_os_reserve_aligned(size_t size, size_t align) { return reserve(size, align, PROT_READ | PROT_WRITE); }
 
 void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }
 
@@ -145,11 +145,7 @@ static void dump_advice(void *p, size_t size, int advice) {
  * opened as they are used (reservation.c): mlockall neither populates nor
  * locks it, and a core dump leaves out the part never opened (it has no
  * pages). */
-void *cm_os_reserve_closed(size_t size, size_t align) {
-    void *p = map_aligned(size, align, PROT_NONE, MAP_NORESERVE);
-    if (p) cm_uncount(&cm_counters.committed, size);
-    return no_huge_pages(p, size);
-}
+void *cm_os_reserve_closed(size_t size, size_t align) { return reserve(size, align, PROT_NONE); }
 
 /* Open [p, p + size) of a closed reservation or file view with prot (and a
  * file view back into core dumps). False if the kernel refused (out of
