@@ -3,9 +3,10 @@
  * Two ways to use it:
  *  - As a drop-in replacement: link libcagemalloc.so or load it with
  *    LD_PRELOAD. Then malloc, free, calloc, realloc, reallocarray,
- *    aligned_alloc, posix_memalign, memalign, valloc, pvalloc,
- *    malloc_usable_size, malloc_trim, malloc_stats, mallinfo2 and the C++
- *    operators new/delete are cagemalloc's.
+ *    aligned_alloc, posix_memalign, memalign, valloc, pvalloc, C23's
+ *    free_sized and free_aligned_sized, malloc_usable_size, malloc_trim,
+ *    malloc_stats, mallinfo2 and the C++ operators new/delete are
+ *    cagemalloc's.
  *  - Through the prefixed API below, without replacing the system malloc
  *    (link libcagemalloc.a). Blocks from cm_* must be released with cm_free
  *    or cm_realloc; with the shared library, cm_free and free are the same.

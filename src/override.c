@@ -3,8 +3,8 @@
  * libcagemalloc.a, which offers only the cm_ names. malloc and free inline
  * the fast paths; the rest are direct calls to hidden implementations.
  * Besides the standard names, what glibc programs link against and other
- * allocators provide: cfree, mallinfo, malloc_info, mallopt, and the
- * __libc_* entry points that some preloaded tools call directly. */
+ * allocators provide: cfree, C23's free_sized and free_aligned_sized,
+ * mallinfo, malloc_info, mallopt, and the __libc_* entry points that some preloaded tools call directly. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -43,6 +43,18 @@ CM_EXPORT int mallopt(int param, int value) {
     return 1;
 }
 CM_EXPORT void cfree(void *p) { cm_free_inline(p); }
+/* C23's sized frees (glibc 2.43 exports them, and GLib's g_free_sized calls
+ * them when built against it): without these a program on a newer glibc
+ * would hand our blocks to glibc's free_sized. The size and alignment are
+ * not needed, as for sized operator delete. */
+CM_EXPORT void free_sized(void *p, size_t size) {
+    (void)size;
+    cm_free_inline(p);
+}
+CM_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+    (void)align, (void)size;
+    cm_free_inline(p);
+}
 
 /* The plain operator new and new[] (override_new.cpp, which tail-calls
  * this): malloc's fast path, with new's own slow path (the new-handler

@@ -25,6 +25,7 @@ exports=$(nm -D --defined-only "$CM_LIB" | awk '$2 != "A" && $2 != "a" {print $N
 
 libc_api="malloc free calloc realloc reallocarray aligned_alloc posix_memalign memalign
 valloc pvalloc malloc_usable_size malloc_trim malloc_stats mallinfo2 mallinfo mallopt malloc_info cfree
+free_sized free_aligned_sized
 __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc"
 cm_api="cm_malloc cm_free cm_calloc cm_realloc cm_aligned_alloc cm_usable_size cm_trim
 cm_stats_print cm_stats_get"

@@ -1,6 +1,7 @@
 /* edge_exports: what glibc programs link against besides the standard
  * names, and what other allocators provide, comes from cagemalloc: cfree,
- * mallinfo (the old struct, saturating), malloc_info (glibc's XML), mallopt
+ * C23's free_sized and free_aligned_sized, mallinfo (the old struct,
+ * saturating), malloc_info (glibc's XML), mallopt
  * (accepted, ignored), and the __libc_* entry points that preloaded tools
  * call directly. CAGEMALLOC_VERBOSE=1 reports what init decided, once. */
 #include "core_util.h"
@@ -9,10 +10,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <stdbool.h>
 
 #include "cagemalloc.h"
 
-static const char *const names[] = {"cfree", "mallinfo", "malloc_info", "mallopt", "__libc_malloc", "__libc_free",
+static const char *const names[] = {"cfree", "free_sized", "free_aligned_sized", "mallinfo", "malloc_info", "mallopt", "__libc_malloc", "__libc_free",
                                     "__libc_calloc", "__libc_realloc", "__libc_memalign", "__libc_valloc",
                                     "__libc_pvalloc"};
 
@@ -51,6 +53,37 @@ static void check_libc_entry_points(void)
               "__libc_valloc / __libc_pvalloc");
     free(v);
     free(pv);
+}
+
+/* cm_block_visitor: stops the visit (returns 1) at the block sought. */
+static int is_sought(void *block, size_t usable, void *sought)
+{
+    (void)usable;
+    return block == sought;
+}
+static bool live_in_default_heap(void *p) { return cm_heap_visit(cm_heap_get_default(), is_sought, p) == 1; }
+
+/* C23's sized frees: looked up, as glibc before 2.43 declares neither. A
+ * block they free is no longer live, small or large. */
+static void check_sized_frees(void)
+{
+    void (*free_sized_fn)(void *, size_t) = (void (*)(void *, size_t))ours("free_sized");
+    void (*free_aligned_sized_fn)(void *, size_t, size_t) =
+        (void (*)(void *, size_t, size_t))ours("free_aligned_sized");
+    free_sized_fn(NULL, 0);
+    free_aligned_sized_fn(NULL, 64, 0);
+    for (size_t size = 24; size <= (size_t)4 << 20; size *= 7) {
+        unsigned char *p = malloc(size), *a = aligned_alloc(4096, size);
+        CMT_CHECK(p && a && ((uintptr_t)a & 4095) == 0, "malloc / aligned_alloc(4096, %zu)", size);
+        memset(p, 0x5a, size);
+        memset(a, 0xa5, size);
+        CMT_CHECK(p[size - 1] == 0x5a && a[size - 1] == 0xa5, "blocks of %zu", size);
+        CMT_CHECK(live_in_default_heap(p) && live_in_default_heap(a), "blocks of %zu not seen live", size);
+        free_sized_fn(p, size);
+        free_aligned_sized_fn(a, 4096, size);
+        CMT_CHECK(!live_in_default_heap(p), "free_sized(%p, %zu) left it live", (void *)p, size);
+        CMT_CHECK(!live_in_default_heap(a), "free_aligned_sized(%p, 4096, %zu) left it live", (void *)a, size);
+    }
 }
 
 /* mallinfo is deprecated in glibc's header (its int fields overflow); that
@@ -127,11 +160,12 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) ours(names[i]);
     check_libc_entry_points();
+    check_sized_frees();
     check_mallinfo();
     check_malloc_info();
     check_mallopt();
     CMT_CHECK(verbose_reports("1") == 1, "CAGEMALLOC_VERBOSE=1 did not report exactly once");
     CMT_CHECK(verbose_reports(NULL) == 0 && verbose_reports("0") == 0, "a report without CAGEMALLOC_VERBOSE");
-    printf("exports: cfree, mallinfo, malloc_info, mallopt, __libc_*; CAGEMALLOC_VERBOSE reports once\n");
+    printf("exports: cfree, free_sized, free_aligned_sized, mallinfo, malloc_info, mallopt, __libc_*; CAGEMALLOC_VERBOSE reports once\n");
     return 0;
 }
