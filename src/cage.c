@@ -66,16 +66,11 @@ static void fill_bitmap(_Atomic uint64_t *words) {
     }
 }
 
-/* Reserve three cage sizes, keep the one aligned part, and give the rest back. */
+/* Reserve the cage at an odd multiple of its size, opened as its units are claimed. */
 static bool make_cage(void) {
-    size_t span = 3 * (size_t)CM_CAGE_SIZE;
-    char *r = cm_os_reserve_closed(span, CM_PAGE_SIZE); /* opened as its units are claimed */
+    char *r = cm_os_reserve_closed_placed(CM_CAGE_SIZE, 2 * CM_CAGE_SIZE, CM_CAGE_SIZE);
     if (!r) return false;
-    uintptr_t lo = (uintptr_t)r, hi = lo + span;
-    uintptr_t start = ((lo + CM_CAGE_SIZE + 2 * CM_CAGE_SIZE - 1) & ~(2 * CM_CAGE_SIZE - 1)) - CM_CAGE_SIZE;
-    uintptr_t end = start + CM_CAGE_SIZE;
-    if (start > lo) cm_os_unreserve(r, start - lo);
-    if (hi > end) cm_os_unreserve((void *)end, hi - end);
+    uintptr_t start = (uintptr_t)r, end = start + CM_CAGE_SIZE;
     if (!cm_os_open((void *)start, CM_UNIT_SIZE, PROT_READ | PROT_WRITE, false)) { /* unit 0: the bitmap */
         cm_os_unreserve((void *)start, CM_CAGE_SIZE);
         return false;

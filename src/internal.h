@@ -509,6 +509,8 @@ CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);
 CM_HIDDEN void cm_os_yield(void);                            /* sched_yield */
 CM_HIDDEN void *cm_os_reserve_closed(size_t size, size_t align);  /* PROT_NONE: neither dumped nor locked */
+/* closed, at an address that is offset modulo align; needs address space for size bytes only, mostly */
+CM_HIDDEN void *cm_os_reserve_closed_placed(size_t size, size_t align, size_t offset);
 CM_HIDDEN bool cm_os_open(void *p, size_t size, int prot, bool file_view); /* mprotect (a file view: into dumps) */
 
 /* ---------------------------------------------------------------- reservations */

@@ -80,18 +80,18 @@ static void *no_huge_pages(void *p, size_t size) {
 
 void *cm_os_map(size_t size) { return no_huge_pages(map_flags(size, PROT_READ | PROT_WRITE, 0), size); }
 
-static void *map_aligned(size_t size, size_t align, int prot, int flags);
+static void *map_placed(size_t size, size_t align, size_t offset, int prot, int flags);
 
 /* Address space of which only a small part is ever touched: not counted
  * against the overcommit heuristic, nor as committed here (its users count
  * what they hand out). */
-static void *reserve(size_t size, size_t align, int prot) {
-    void *p = map_aligned(size, align, prot, MAP_NORESERVE);
+static void *reserve(size_t size, size_t align, size_t offset, int prot) {
+    void *p = map_placed(size, align, offset, prot, MAP_NORESERVE);
     if (p) cm_uncount(&cm_counters.committed, size);
     return no_huge_pages(p, size);
 }
 
-void *cm_os_reserve(size_t size) { return reserve(size, CM_PAGE_SIZE, PROT_READ | PROT_WRITE); }
+void *cm_os_reserve(size_t size) { return reserve(size, CM_PAGE_SIZE, 0, PROT_READ | PROT_WRITE); }
 
 void cm_os_unreserve(void *p, size_t size) {
     cm_count(&cm_counters.committed, size); /* cm_os_unmap uncounts it */
@@ -99,14 +99,16 @@ void cm_os_unreserve(void *p, size_t size) {
     cm_uncount(&cm_counters.returned, size);
 }
 
-static void *map_flags(size_t size, int prot, int flags) {
+static void *map_flags_at(uintptr_t at, size_t size, int prot, int flags) {
     count_call();
-    long r = raw_syscall6(SYS_mmap, 0, (long)size, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    long r = raw_syscall6(SYS_mmap, (long)at, (long)size, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     if (raw_failed(r)) return NULL;
     cm_count(&cm_counters.mapped, size);
     cm_count(&cm_counters.committed, size);
     return (void *)r;
 }
+
+static void *map_flags(size_t size, int prot, int flags) { return map_flags_at(0, size, prot, flags); }
 
 void cm_os_unmap(void *p, size_t size) {
     count_call();
@@ -116,23 +118,55 @@ void cm_os_unmap(void *p, size_t size) {
     cm_count(&cm_counters.returned, size);
 }
 
-/* Over-map by the alignment and trim both ends: at most three calls. */
-static void *map_aligned(size_t size, size_t align, int prot, int flags) {
+/* Unmap what was mapped only to be placed elsewhere: not memory returned. */
+static void unmap_misplaced(void *p, size_t size) {
+    cm_os_unmap(p, size);
+    cm_uncount(&cm_counters.returned, size);
+}
+
+/* size bytes at exactly `at`, or NULL if any of that range is mapped. A
+ * kernel before 4.17 knows no MAP_FIXED_NOREPLACE and takes `at` as a
+ * hint: what it maps elsewhere is given back. */
+static void *map_exactly_at(uintptr_t at, size_t size, int prot, int flags) {
+    void *p = map_flags_at(at, size, prot, flags | MAP_FIXED_NOREPLACE);
+    if (p && (uintptr_t)p != at) {
+        unmap_misplaced(p, size);
+        return NULL;
+    }
+    return p;
+}
+
+/* size bytes at an address that is offset modulo align (a power of two).
+ * First where the kernel puts size bytes, if that is placed right, else
+ * beside it: the nearest such address below (the free side in the usual
+ * top-down layout) or above (in the bottom-up one). Only then the old way,
+ * over-mapping by align and trimming both ends, which needs size + align of
+ * address space for a moment: under an RLIMIT_AS, a 4 GiB cage (an odd
+ * multiple of its size) could not be made below 12 GiB. */
+static void *map_placed(size_t size, size_t align, size_t offset, int prot, int flags) {
     if (align <= CM_PAGE_SIZE) return map_flags(size, prot, flags);
+    char *probe = map_flags(size, prot, flags);
+    if (probe) {
+        uintptr_t p = (uintptr_t)probe, below = p - ((p - offset) & (align - 1));
+        if (below == p) return probe;
+        unmap_misplaced(probe, size);
+        void *placed = map_exactly_at(below, size, prot, flags);
+        if (!placed) placed = map_exactly_at(below + align, size, prot, flags);
+        if (placed) return placed;
+    }
     if (size + align < size) return NULL;
     char *raw = map_flags(size + align - CM_PAGE_SIZE, prot, flags);
     if (!raw) return NULL;
-    char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-    size_t head = (size_t)(aligned - raw), tail = align - CM_PAGE_SIZE - head;
-    if (head) cm_os_unmap(raw, head);
-    if (tail) cm_os_unmap(aligned + size, tail);
-    cm_uncount(&cm_counters.returned, head + tail); /* trimming is not returning memory */
-    return aligned;
+    char *placed = raw + ((offset - (uintptr_t)raw) & (align - 1));
+    size_t head = (size_t)(placed - raw), tail = align - CM_PAGE_SIZE - head;
+    if (head) unmap_misplaced(raw, head);
+    if (tail) unmap_misplaced(placed + size, tail);
+    return placed;
 }
 
-void *cm_os_map_aligned(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE, 0); }
+void *cm_os_map_aligned(size_t size, size_t align) { return map_placed(size, align, 0, PROT_READ | PROT_WRITE, 0); }
 
-void *cm_os_reserve_aligned(size_t size, size_t align) { return reserve(size, align, PROT_READ | PROT_WRITE); }
+void *cm_os_reserve_aligned(size_t size, size_t align) { return reserve(size, align, 0, PROT_READ | PROT_WRITE); }
 
 void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }
 
@@ -145,7 +179,11 @@ static void dump_advice(void *p, size_t size, int advice) {
  * opened as they are used (reservation.c): mlockall neither populates nor
  * locks it, and a core dump leaves out the part never opened (it has no
  * pages). */
-void *cm_os_reserve_closed(size_t size, size_t align) { return reserve(size, align, PROT_NONE); }
+void *cm_os_reserve_closed(size_t size, size_t align) { return reserve(size, align, 0, PROT_NONE); }
+
+void *cm_os_reserve_closed_placed(size_t size, size_t align, size_t offset) {
+    return reserve(size, align, offset, PROT_NONE);
+}
 
 /* Open [p, p + size) of a closed reservation or file view with prot (and a
  * file view back into core dumps). False if the kernel refused (out of

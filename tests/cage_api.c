@@ -8,13 +8,15 @@
  * other threads' cage heaps stay in use; an exited thread's half-used cage
  * superblocks reused by the next thread; a full cage (a small one, through
  * CAGEMALLOC_CAGE_LIMIT in a child) gives NULL and ENOMEM with every block
- * intact; emptied cage memory goes back to the OS. Every block is
+ * intact; emptied cage memory goes back to the OS; a child whose RLIMIT_AS
+ * leaves room for one cage size and 512 MiB makes the cage and uses it. Every block is
  * pattern-filled and verified before it is freed. */
 #include "core_util.h"
 
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include "cagemalloc.h"
 
@@ -400,21 +402,55 @@ static int run_full_cage(void) {
     return 0;
 }
 
-static void test_full_cage(const char *self) {
+/* ------------------------------------------------------------ under RLIMIT_AS */
+
+static size_t vm_size(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    CMT_CHECK(f && fscanf(f, "%lu", &pages) == 1, "cannot read /proc/self/statm");
+    fclose(f);
+    return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* In a fresh child: with address space for the cage and 512 MiB more (not
+ * the three cage sizes that reserving it by over-mapping takes), the cage
+ * is made and serves blocks small and large. */
+static int run_limited(void) {
+    struct rlimit lim;
+    lim.rlim_cur = lim.rlim_max = vm_size() + CM_CAGE_SIZE + ((size_t)512 << 20);
+    CMT_CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+    enum { N = 64 };
+    blk_t b[N];
+    uint64_t rng = 5;
+    for (int i = 0; i < N; i++) {
+        size_t size = i % 8 == 0 ? cmt_range(&rng, 1 << 20, 16 << 20) : cmt_range(&rng, 1, 5000);
+        void *p = cm_cage_malloc(size);
+        CMT_CHECK(p && cm_in_cage(p), "cm_cage_malloc(%zu) under RLIMIT_AS of the cage + 512 MiB: %p (errno %d)", size,
+                  p, errno);
+        check_round_trip(p, "block of the cage under RLIMIT_AS");
+        b[i] = fill(p, size, (uint64_t)i);
+    }
+    for (int i = 0; i < N; i++) verify_free(&b[i], "block of the cage under RLIMIT_AS");
+    printf("cage made and used under RLIMIT_AS of its size + 512 MiB\n");
+    return 0;
+}
+
+static void run_child(const char *self, const char *mode, const char *env, const char *value) {
     pid_t pid = fork();
     CMT_CHECK(pid >= 0, "fork");
     if (pid == 0) {
-        setenv("CAGEMALLOC_CAGE_LIMIT", "32m", 1);
-        execl(self, self, "full-cage", (char *)NULL);
+        if (env) setenv(env, value, 1);
+        execl(self, self, mode, (char *)NULL);
         _exit(127);
     }
     int status;
     waitpid(pid, &status, 0);
-    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the full-cage child failed (status 0x%x)", status);
+    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the %s child failed (status 0x%x)", mode, status);
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "full-cage") == 0) return run_full_cage();
+    if (argc > 1 && strcmp(argv[1], "limited") == 0) return run_limited();
     test_before_cage();
     test_geometry();
     test_blocks();
@@ -423,7 +459,8 @@ int main(int argc, char **argv) {
     test_threads();
     test_exited_thread_reclaimed();
     test_returned();
-    test_full_cage(argv[0]);
+    run_child(argv[0], "full-cage", "CAGEMALLOC_CAGE_LIMIT", "32m");
+    run_child(argv[0], "limited", NULL, NULL);
     printf("cage_api: ok\n");
     return 0;
 }

@@ -6,7 +6,8 @@
  * size for that size alone runs out in the second or third round. Last,
  * 300 MiB of 64-byte blocks freed without a trim, then one 300 MiB block:
  * the address space the freed chunks keep must be given back when the
- * mapping fails, not only by malloc_trim. Blocks
+ * mapping fails, not only by malloc_trim. Then 256 MiB aligned to 1 GiB,
+ * which over-mapping by the alignment would not fit. Blocks
  * are chained through their first word (no side array to budget for) and
  * every one is pattern-checked before it is freed. */
 #include "core_util.h"
@@ -59,6 +60,21 @@ static void round_of(size_t size, size_t total, int trim)
     fflush(stdout);
 }
 
+/* A block aligned beyond its size takes address space for its size, not
+ * size + alignment: over-mapping by 1 GiB would not fit in the limit. */
+static void aligned_round(void)
+{
+    size_t size = 256 * MiB, align = (size_t)1 << 30;
+    unsigned char *p = aligned_alloc(align, size);
+    CMT_CHECK(p && ((uintptr_t)p & (align - 1)) == 0, "aligned_alloc(1 GiB, 256 MiB) under the limit: %p", (void *)p);
+    uint64_t seed = cmt_mix(size);
+    cmt_fill(p, size, seed);
+    CMT_VERIFY(p, size, seed, "the 1 GiB-aligned block before free");
+    free(p);
+    printf("  256 MiB aligned to 1 GiB: ok\n");
+    fflush(stdout);
+}
+
 int main(void)
 {
     fflush(stdout);
@@ -73,6 +89,7 @@ int main(void)
         round_of(1 << 20, 300 * MiB, 1);
         round_of(64, 300 * MiB, 0);
         round_of(300 * MiB, 300 * MiB, 1);
+        aligned_round();
         _exit(0);
     }
     int status;
