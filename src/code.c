@@ -184,6 +184,18 @@ static uintptr_t place_near(const char *maps, size_t size, uintptr_t text_lo, ui
 
 static _Atomic uint64_t *free_word(void *ctx, uint32_t w) { return &((code_range_t *)ctx)->free_map[w]; }
 
+/* Open the first step of a new range's executable view; returns how much of
+ * it is open (0: none, and the range cannot be used). A process that
+ * refuses to make executable a mapping that was not (the kernel's
+ * PR_SET_MDWE, systemd's MemoryDenyWriteExecute) still lets a mapping be
+ * made executable: there the view is mapped again, executable and whole,
+ * and stays out of core dumps (the writable view carries its bytes). */
+static size_t open_exec_view(char *exec, size_t size, int fd) {
+    size_t first = CM_OPEN_STEP < size ? CM_OPEN_STEP : size;
+    if (cm_os_open(exec, first, PROT_READ | PROT_EXEC, true)) return first;
+    return cm_os_map_file_over(exec, size, PROT_READ | PROT_EXEC, fd) ? size : 0;
+}
+
 /* Map a range of `size` bytes reaching [text_lo, text_hi) and set up r. */
 static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr_t text_hi) {
     uint32_t granules = (uint32_t)(size >> GRANULE_SHIFT), words = (granules + 63) / 64;
@@ -201,8 +213,10 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
         if (!at) break;
         exec = cm_os_map_file((void *)at, size, PROT_NONE, fd);
     }
+    size_t exec_opened = exec ? open_exec_view(exec, size, fd) : 0;
     if (fd >= 0) cm_os_close(fd); /* the mappings keep the file */
-    if (!exec) {
+    if (!exec_opened) {
+        if (exec) cm_os_unmap(exec, size);
         if (write) cm_os_unmap(write, size);
         if (bits) cm_os_unreserve(bits, bitmap_bytes);
         return false;
@@ -210,6 +224,7 @@ static bool build_range(code_range_t *r, size_t size, uintptr_t text_lo, uintptr
     r->exec = exec, r->write = write, r->size = size, r->words = words;
     r->exec_open = (cm_reservation_t){.prot = PROT_READ | PROT_EXEC, .step = CM_OPEN_STEP, .file_view = true};
     r->write_open = (cm_reservation_t){.prot = PROT_READ | PROT_WRITE, .step = CM_OPEN_STEP, .file_view = true};
+    cm_reservation_opened(&r->exec_open, (uintptr_t)exec + exec_opened);
     r->free_map = bits, r->starts = bits + words, r->ends = bits + 2 * (size_t)words;
     r->free = (cm_runs_t){.word = free_word, .ctx = r};
     cm_runs_free(&r->free, 0, granules);

@@ -504,6 +504,8 @@ CM_HIDDEN bool cm_os_reservations_cost(void);              /* RLIMIT_AS set */
 CM_HIDDEN int cm_os_memfd(size_t size);                      /* an anonymous file of size bytes, or -1 */
 CM_HIDDEN void cm_os_close(int fd);
 CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd); /* PROT_NONE: closed as cm_os_reserve_closed */
+/* map fd over [at, at + size), the caller's own view (MAP_FIXED), left out of core dumps */
+CM_HIDDEN bool cm_os_map_file_over(void *at, size_t size, int prot, int fd);
 CM_HIDDEN char *cm_os_read_file(const char *path, size_t *len, size_t *cap);
 CM_HIDDEN void cm_os_write(int fd, const char *buf, size_t n);
 CM_HIDDEN uint64_t cm_os_now_ns(void);

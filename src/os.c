@@ -373,6 +373,14 @@ void *cm_os_map_file(void *at, size_t size, int prot, int fd) {
     return (void *)r;
 }
 
+bool cm_os_map_file_over(void *at, size_t size, int prot, int fd) {
+    count_call();
+    long r = raw_syscall6(SYS_mmap, (long)at, (long)size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (raw_failed(r)) return false;
+    dump_advice(at, size, MADV_DONTDUMP);
+    return true;
+}
+
 /* Whether a large reservation up front would cost: an address-space limit
  * (RLIMIT_AS) counts it whole. Strict overcommit (mode 2) charges only
  * what is opened of it: closed, it is not writable. */

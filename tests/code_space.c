@@ -7,6 +7,10 @@
  *  - every byte of every block reaches, and is reached from, all of the
  *    text of the module `near` names (this program, and libc);
  *  - W^X: no mapping of the process is writable and executable;
+ *  - under the kernel's MDWE (PR_SET_MDWE) and under a seccomp filter like
+ *    systemd's MemoryDenyWriteExecute, which refuse to make a mapping
+ *    executable later: code still written and run, within and past the
+ *    first megabyte of a range;
  *  - exhaustion: blocks of 256 MiB until NULL with ENOMEM, each within
  *    reach; after a free, allocation works again;
  *  - four threads use the code space first at the same moment (ten fresh
@@ -19,7 +23,19 @@
 
 #include <errno.h>
 #include <link.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#ifndef PR_SET_MDWE /* glibc before 2.38 */
+#define PR_SET_MDWE 65
+#define PR_MDWE_REFUSE_EXEC_GAIN 1
+#endif
 
 #include "cagemalloc.h"
 
@@ -82,16 +98,25 @@ static void check_rel32_edges(void)
 }
 
 /* sub rsp,8; mov edi,arg; call rel32 fn; add rsp,8; ret */
-static void *write_call(const void *fn, int arg)
+#define CALL_STUB_SIZE 19
+
+/* Write at `at` (code space) a function that calls fn(arg) and returns its result. */
+static void write_call_at(char *at, const void *fn, int arg)
 {
-    unsigned char code[19] = {0x48, 0x83, 0xec, 0x08, 0xbf, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0, 0x48, 0x83, 0xc4, 0x08, 0xc3};
-    char *block = cm_code_alloc(sizeof code, fn);
-    CMT_CHECK(block != NULL, "cm_code_alloc failed");
-    CMT_CHECK(cm_rel32_reachable(block + 14, fn), "block %p cannot call %p", (void *)block, fn);
-    int32_t rel = (int32_t)((intptr_t)fn - (intptr_t)(block + 14));
+    unsigned char code[CALL_STUB_SIZE] = {0x48, 0x83, 0xec, 0x08, 0xbf, 0, 0, 0, 0, 0xe8,
+                                          0,    0,    0,    0,    0x48, 0x83, 0xc4, 0x08, 0xc3};
+    CMT_CHECK(cm_rel32_reachable(at + 14, fn), "code at %p cannot call %p", (void *)at, fn);
+    int32_t rel = (int32_t)((intptr_t)fn - (intptr_t)(at + 14));
     memcpy(code + 5, &arg, 4);
     memcpy(code + 10, &rel, 4);
-    CMT_CHECK(cm_code_write(block, code, sizeof code) == 0, "cm_code_write failed");
+    CMT_CHECK(cm_code_write(at, code, sizeof code) == 0, "cm_code_write failed");
+}
+
+static void *write_call(const void *fn, int arg)
+{
+    char *block = cm_code_alloc(CALL_STUB_SIZE, fn);
+    CMT_CHECK(block != NULL, "cm_code_alloc failed");
+    write_call_at(block, fn, arg);
     return block;
 }
 
@@ -256,10 +281,78 @@ static void check_threads(void)
     printf("threads                          ok\n");
 }
 
+/* ------------------------------------------------ no exec gain (MDWE) */
+
+/* What a process whose mappings may not become executable still gets: code
+ * written and run, a block past the first megabyte of its range, W^X. */
+static void use_code_space_without_exec_gain(void)
+{
+    check_round_trip();
+    size_t size = (size_t)3 << 20;
+    char *big = cm_code_alloc(size, (const void *)triple_plus_one);
+    CMT_CHECK(big != NULL, "cm_code_alloc(3 MiB) failed: errno %d", errno);
+    char *tail = big + size - 64;
+    write_call_at(tail, (const void *)triple_plus_one, 7);
+    CMT_CHECK(((int (*)(void))tail)() == triple_plus_one(7), "code at the end of a 3 MiB block");
+    cm_code_free(big);
+    check_w_xor_x();
+}
+
+/* The kernel's own: PR_SET_MDWE (Linux 6.3) refuses mprotect and mmap
+ * that would make a mapping executable that was not, or writable and
+ * executable. */
+static void mdwe_prctl(void)
+{
+    if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0) {
+        CMT_CHECK(errno == EINVAL, "PR_SET_MDWE: errno %d", errno);
+        printf("(this kernel has no PR_SET_MDWE: nothing to check)\n");
+        return;
+    }
+    use_code_space_without_exec_gain();
+}
+
+/* systemd's MemoryDenyWriteExecute=yes where the kernel has no MDWE: a
+ * seccomp filter failing with EPERM every mprotect that asks for
+ * PROT_EXEC and every mmap that asks for PROT_WRITE | PROT_EXEC. */
+static void mdwe_seccomp(void)
+{
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mprotect, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pkey_mprotect, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 4, 7),
+        /* mprotect, pkey_mprotect: PROT_EXEC refused */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 5),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* mmap: PROT_WRITE | PROT_EXEC refused */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_STMT(BPF_ALU | BPF_AND | BPF_K, PROT_WRITE | PROT_EXEC),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROT_WRITE | PROT_EXEC, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+    CMT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+    CMT_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp filter: errno %d", errno);
+    void *probe = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CMT_CHECK(probe != MAP_FAILED && mprotect(probe, 4096, PROT_READ | PROT_EXEC) == -1 && errno == EPERM,
+              "the filter did not refuse mprotect(PROT_EXEC)");
+    munmap(probe, 4096);
+    use_code_space_without_exec_gain();
+}
+
 int main(void)
 {
     int failures = 0;
     for (int round = 0; round < 10; round++) failures += !cmt_case("first_use_race", first_use_race, NULL);
+    /* in children made before this process maps a code range of its own */
+    failures += !cmt_case("mdwe_prctl", mdwe_prctl, NULL);
+    failures += !cmt_case("mdwe_seccomp", mdwe_seccomp, NULL);
     check_rel32_edges();
     check_round_trip();
     check_reach_all_blocks(NULL, "main program");
