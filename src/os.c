@@ -196,10 +196,16 @@ bool cm_os_open(void *p, size_t size, int prot, bool file_view) {
 }
 
 /* MADV_DONTNEED, not MADV_FREE: the pages leave the resident set now (so RSS
- * reflects what we hold) and read back as zeros, which calloc relies on. */
+ * reflects what we hold) and read back as zeros, which calloc relies on.
+ * Where the kernel refuses (EINVAL for pages locked by mlockall, EPERM from
+ * a seccomp filter) they are zeroed by hand: handed out again as fresh,
+ * they gave calloc 20 MB of old bytes under mlockall. */
 void cm_os_decommit(void *p, size_t size) {
     count_call();
-    raw_syscall6(SYS_madvise, (long)p, (long)size, MADV_DONTNEED, 0, 0, 0);
+    if (raw_failed(raw_syscall6(SYS_madvise, (long)p, (long)size, MADV_DONTNEED, 0, 0, 0))) {
+        memset(p, 0, size);
+        return;
+    }
     cm_uncount(&cm_counters.committed, size);
     cm_count(&cm_counters.returned, size);
 }

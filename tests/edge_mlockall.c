@@ -9,7 +9,9 @@
  * a heap, the cage, the class space, the code space) and has two threads
  * allocate 40 MiB each at once (past the first 32 MiB step that is opened
  * at a time), every block patterned and verified; the resident set must stay
- * under 256 MiB. Skips (77) where the process may not lock that much. */
+ * under 256 MiB. Then memory freed and taken again by calloc reads as zeros
+ * (the kernel will not give locked pages back). Skips (77) where the
+ * process may not lock that much. */
 #include "core_util.h"
 
 #include <errno.h>
@@ -44,6 +46,40 @@ static void report_rss(const char *when) {
     printf("%s: %zu MiB resident\n", when, rss / MiB);
     CMT_CHECK(rss < RSS_BOUND, "%s: %zu MiB resident under mlockall (bound %zu MiB)", when, rss / MiB,
               RSS_BOUND / MiB);
+}
+
+static void check_zeroed(const unsigned char *p, size_t n, const char *what) {
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; i++) nonzero += p[i] != 0;
+    CMT_CHECK(nonzero == 0, "%s: %zu of %zu bytes not zero", what, nonzero, n);
+}
+
+/* Locked pages cannot be given back (madvise refuses them): the memory of
+ * the blocks just freed, handed out again, must still read as zeros to
+ * calloc. The 80 MiB of 8 KiB blocks are retired by the trim; 40 MiB of
+ * 2 KiB blocks take their spans. Then a large cage block, patterned,
+ * freed, trimmed and taken again by calloc. */
+static void zeroed_after_reuse(void) {
+    cm_trim();
+    enum { N = (40 * MiB) / 2048 };
+    static unsigned char *zeroed[N];
+    for (size_t i = 0; i < N; i++) {
+        zeroed[i] = cm_calloc(1, 2048);
+        CMT_CHECK(zeroed[i], "cm_calloc(1, 2048) number %zu", i);
+        check_zeroed(zeroed[i], 2048, "a calloc block on retired locked pages");
+    }
+    for (size_t i = 0; i < N; i++) cm_free(zeroed[i]);
+    size_t big = 16 * MiB;
+    unsigned char *c = cm_cage_malloc(big);
+    CMT_CHECK(c, "cm_cage_malloc(16 MiB)");
+    memset(c, 0xa5, big);
+    cm_free(c);
+    cm_trim();
+    c = cm_cage_calloc(1, big);
+    CMT_CHECK(c, "cm_cage_calloc(16 MiB)");
+    check_zeroed(c, big, "a cage calloc block on locked pages given back");
+    cm_free(c);
+    printf("calloc on locked pages freed and taken again: zeros\n");
 }
 
 /* CAP_IPC_LOCK (bit 14 of the effective set): the process may lock past RLIMIT_MEMLOCK. */
@@ -96,6 +132,7 @@ int main(void) {
     for (unsigned i = 0; i < 5; i++)
         CMT_CHECK(cmt_mismatch(firsts[i], sizes[i], cmt_seed(firsts[i], sizes[i], 9, i)) == sizes[i],
                   "first block %u lost its pattern", i);
+    zeroed_after_reuse();
     cm_code_free(code);
     cm_klass_free(klass);
     cm_free(in_heap);
