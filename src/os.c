@@ -277,10 +277,16 @@ static vdso_clock_fn vdso_lookup(uintptr_t base) {
     return NULL;
 }
 
+/* openat, as glibc calls it: seccomp allowlists made by tracing glibc
+ * programs have no `open`, and some kill the process that calls it. */
+static long open_read_only(const char *path) {
+    return raw_syscall6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+}
+
 /* The first n bytes (at most) of a small file, with raw calls: the bytes
  * read, or a negative errno. */
 static long read_start(const char *path, void *buf, size_t n) {
-    long fd = raw_syscall6(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+    long fd = open_read_only(path);
     if (raw_failed(fd)) return fd;
     long got = raw_syscall6(SYS_read, fd, (long)buf, (long)n, 0, 0, 0);
     raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
@@ -398,7 +404,7 @@ bool cm_os_reservations_cost(void) {
 /* The whole of a (proc) file read into a fresh mapping, NUL-terminated;
  * *len its length; NULL on failure. Free with cm_os_unmap(buf, *cap). */
 char *cm_os_read_file(const char *path, size_t *len, size_t *cap) {
-    long fd = raw_syscall6(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+    long fd = open_read_only(path);
     if (raw_failed(fd)) return NULL;
     size_t size = (size_t)1 << 16, got = 0;
     char *buf = cm_os_map(size);

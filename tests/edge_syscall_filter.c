@@ -1,0 +1,94 @@
+/* edge_syscall_filter: a process under a seccomp allowlist made the way
+ * tools make them, by tracing a program's system calls under glibc, which
+ * opens files with openat and never with open. With the legacy open
+ * killing the process (SECCOMP_RET_KILL_PROCESS), this program executes
+ * itself and allocates: initialisation reads /proc/self/auxv (the vDSO's
+ * clock must be found, so the read happened) and the code space reads
+ * /proc/self/maps. Before the fix both opened with `open`: killed. */
+#include "core_util.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cagemalloc.h"
+
+static int seven(void) { return 7; }
+
+/* The child, under the filter: blocks in every size range, and code that
+ * calls back into this program. */
+static int run_filtered(void) {
+    void *blocks[40];
+    for (unsigned i = 0; i < 40; i++) {
+        size_t n = (size_t)1 << (i % 24);
+        blocks[i] = malloc(n);
+        CMT_CHECK(blocks[i], "malloc(%zu)", n);
+        cmt_fill(blocks[i], n, cmt_seed(blocks[i], n, 0, i));
+    }
+    for (unsigned i = 0; i < 40; i++) {
+        size_t n = (size_t)1 << (i % 24);
+        CMT_CHECK(cmt_mismatch(blocks[i], n, cmt_seed(blocks[i], n, 0, i)) == n, "block %u", i);
+        free(blocks[i]);
+    }
+    unsigned char jmp[5] = {0xe9};
+    char *code = cm_code_alloc(sizeof jmp, (const void *)seven);
+    CMT_CHECK(code, "cm_code_alloc under the filter: errno %d", errno);
+    int32_t rel = (int32_t)((intptr_t)seven - (intptr_t)(code + 5));
+    memcpy(jmp + 1, &rel, 4);
+    CMT_CHECK(cm_code_write(code, jmp, sizeof jmp) == 0, "cm_code_write");
+    CMT_CHECK(((int (*)(void))code)() == 7, "generated jump to seven()");
+    cm_code_free(code);
+    return 0;
+}
+
+static void install_filter(void) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+    CMT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+    CMT_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp filter: errno %d", errno);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (argv[1] && strcmp(argv[1], "filtered") == 0) return run_filtered();
+    int out[2];
+    CMT_CHECK(pipe(out) == 0, "pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    CMT_CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(out[1], 2);
+        close(out[0]);
+        install_filter();
+        setenv("CAGEMALLOC_VERBOSE", "1", 1);
+        execl("/proc/self/exe", "edge_syscall_filter", "filtered", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char text[8192];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof text - 1 && (r = read(out[0], text + len, sizeof text - 1 - len)) > 0) len += (size_t)r;
+    text[len] = 0;
+    int status;
+    waitpid(pid, &status, 0);
+    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the filtered child died (status 0x%x; %s)\n%s", status,
+              WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS ? "killed for a system call" : "", text);
+    CMT_CHECK(strstr(text, "clock: clock_gettime in the vDSO"), "initialisation did not find the vDSO clock:\n%s",
+              text);
+    printf("under a filter that kills `open`: allocation, the vDSO clock and the code space work\n");
+    return 0;
+}
