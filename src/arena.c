@@ -48,6 +48,12 @@ _Static_assert(RESERVATION_CHUNKS < CM_CHUNK_SIZE, "the count fits below a chunk
  * free as chunks are 4 MiB aligned) how many chunks of it remain; 0 left
  * means "map a new reservation". */
 static _Atomic uintptr_t reservation_cursor;
+/* Under an address-space limit below SMALL_LIMIT, which counts a
+ * reservation whole, chunks are mapped one at a time: the 28 MiB a new
+ * reservation holds unused would be more than a thirtieth of the limit
+ * (set at init; relaxed, a hint only). */
+#define SMALL_LIMIT ((size_t)1 << 30)
+static _Atomic bool chunks_one_at_a_time;
 
 cm_arena_range_t cm_arena_range = {CM_ARENA_NONE, 0};
 /* Chunks of the arena's reservation handed out so far; at or past its
@@ -63,9 +69,11 @@ static cm_reservation_t chunks_open = {.prot = PROT_READ | PROT_WRITE, .step = C
  * it, the others give theirs back. */
 void cm_arena_reserve(void) {
     /* An address-space limit would count the reservation whole against
-     * what large blocks may map: there, grow in 32 MiB steps. (Strict
+     * what large blocks may map: there, grow a chunk at a time. (Strict
      * overcommit charges the steps opened, as it would 32 MiB mappings.) */
-    size_t want = cm_os_reservations_cost() ? 0 : CM_OPTION(arena_reserve);
+    size_t limit = cm_os_address_limit();
+    atomic_store_explicit(&chunks_one_at_a_time, limit < SMALL_LIMIT, memory_order_relaxed);
+    size_t want = limit != SIZE_MAX ? 0 : CM_OPTION(arena_reserve);
     if (want > ((size_t)1 << CM_ARENA_MAX_SHIFT)) want = (size_t)1 << CM_ARENA_MAX_SHIFT;
     _Static_assert(CM_ARENA_TABLE_BYTES % CM_CHUNK_SIZE == 0, "the arena starts on a chunk");
     _Static_assert(ARENA_RESERVE_MIN > CM_ARENA_TABLE_BYTES, "a reservation holds chunks after the map");
@@ -222,7 +230,7 @@ static char *map_chunk(void) {
     if (arena_chunk) return arena_chunk;
     for (;;) {
         char *chunk = take_reserved();
-        if (!chunk) chunk = reserve_chunks();
+        if (!chunk && !atomic_load_explicit(&chunks_one_at_a_time, memory_order_relaxed)) chunk = reserve_chunks();
         if (!chunk) chunk = cm_os_reserve_aligned(CM_CHUNK_SIZE, CM_CHUNK_SIZE);
         if (chunk || !cm_arena_trim()) return chunk;
     }

@@ -31,11 +31,18 @@ static const char *init_link_key(void) {
     return strong ? "getrandom" : "AT_RANDOM, the pid and the clock: getrandom failed";
 }
 
-/* Reserve the descriptor region, smaller if the address-space limit says
- * no. Descriptor 0 is never handed out; its map_size records the capacity. */
+/* Reserve the descriptor region. Under an address-space limit, which
+ * counts it whole, one descriptor per 8 KiB of the limit (each serves a
+ * superblock of 64 KiB or more, or a large block), not as many as fit: a
+ * 32 MiB region of a 60 MB limit left 18 MB to allocate. Smaller still if
+ * the reservation fails. Descriptor 0 is never handed out; its map_size
+ * records the capacity. */
 static bool init_descriptor_region(void) {
     if (cm_desc_started()) return true;
-    for (uint32_t capacity = CM_MAX_DESCRIPTORS; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2)
+    uint32_t first = CM_MAX_DESCRIPTORS;
+    size_t limit = cm_os_address_limit();
+    while (first > CM_MIN_DESCRIPTORS && (size_t)first * 8192 > limit) first >>= 1;
+    for (uint32_t capacity = first; capacity >= CM_MIN_DESCRIPTORS; capacity >>= 2)
         if (cm_desc_make_region(capacity)) return true; /* committed is counted as descriptors are handed out */
     return false;
 }

@@ -500,7 +500,7 @@ CM_HIDDEN bool cm_os_move(void *p, size_t old_size, size_t new_size, void *targe
 CM_HIDDEN bool cm_os_random(void *buf, size_t n);          /* false: getrandom failed, weaker fallback used */
 CM_HIDDEN bool cm_os_clock_in_vdso(void);
 CM_HIDDEN uintptr_t cm_os_main_program(void);                /* an address inside the main program (AT_PHDR) */
-CM_HIDDEN bool cm_os_reservations_cost(void);              /* RLIMIT_AS set */
+CM_HIDDEN size_t cm_os_address_limit(void);                /* RLIMIT_AS in bytes, SIZE_MAX if none */
 CM_HIDDEN int cm_os_memfd(size_t size);                      /* an anonymous file of size bytes, or -1 */
 CM_HIDDEN void cm_os_close(int fd);
 CM_HIDDEN void *cm_os_map_file(void *at, size_t size, int prot, int fd); /* PROT_NONE: closed as cm_os_reserve_closed */

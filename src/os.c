@@ -396,9 +396,11 @@ bool cm_os_map_file_over(void *at, size_t size, int prot, int fd) {
 /* Whether a large reservation up front would cost: an address-space limit
  * (RLIMIT_AS) counts it whole. Strict overcommit (mode 2) charges only
  * what is opened of it: closed, it is not writable. */
-bool cm_os_reservations_cost(void) {
+size_t cm_os_address_limit(void) {
     struct rlimit lim;
-    return raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur != RLIM_INFINITY;
+    if (raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur == RLIM_INFINITY)
+        return SIZE_MAX;
+    return lim.rlim_cur;
 }
 
 /* The whole of a (proc) file read into a fresh mapping, NUL-terminated;

@@ -252,10 +252,11 @@ void cm_stats_verbose_init(const char *secret_source, const char *clock_source) 
     put_line(&o, "large mappings cached up to ", CM_OPTION(large_cache) >> 10, " KiB (CAGEMALLOC_LARGE_CACHE)");
     put_line(&o, "kept memory returned after ", CM_OPTION(decay_ns) / 1000000, " ms idle (CAGEMALLOC_DECAY_MS)");
     put_line(&o, "arena reserved: ", (atomic_load_explicit(&cm_arena_range.units, memory_order_relaxed) << CM_UNIT_SHIFT) >> 20,
-             " MiB (CAGEMALLOC_ARENA_RESERVE; superblocks beyond it come from 32 MiB reservations)");
+             " MiB (CAGEMALLOC_ARENA_RESERVE; superblocks beyond it come from 32 MiB reservations,"
+             " 4 MiB ones under an address-space limit below 1 GiB)");
     put_line(&o, "descriptors: ", cm_desc_capacity(), " (one per superblock or large block; at the cap malloc fails with ENOMEM)");
-    put_line(&o, "small blocks limit at the descriptor cap: ", ((uint64_t)cm_desc_capacity() << CM_UNIT_SHIFT) >> 30,
-             " GiB of 64 KiB superblocks");
+    put_line(&o, "small blocks limit at the descriptor cap: ", ((uint64_t)cm_desc_capacity() << CM_UNIT_SHIFT) >> 20,
+             " MiB of 64 KiB superblocks");
     put_line(&o, "size classes: ", CM_NUM_CLASSES, " up to 128 KiB; larger blocks are their own mappings");
     flush_out(&o);
 }

@@ -7,11 +7,14 @@
  * 300 MiB of 64-byte blocks freed without a trim, then one 300 MiB block:
  * the address space the freed chunks keep must be given back when the
  * mapping fails, not only by malloc_trim. Then 256 MiB aligned to 1 GiB,
- * which over-mapping by the alignment would not fit. Blocks
+ * which over-mapping by the alignment would not fit. Last, a process
+ * started under RLIMIT_AS of 64 MiB gets 40 MiB or more of small blocks
+ * (its reservations are sized to the limit). Blocks
  * are chained through their first word (no side array to budget for) and
  * every one is pattern-checked before it is freed. */
 #include "core_util.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -75,8 +78,47 @@ static void aligned_round(void)
     fflush(stdout);
 }
 
-int main(void)
+/* In a process started under RLIMIT_AS of 64 MiB: blocks of 24-2023 bytes
+ * until NULL (ENOMEM) must come to at least 40 MiB, each verified before
+ * it is freed. The limit counts every reservation whole: a descriptor
+ * region as large as fitted, and chunks reserved 32 MiB at a time, left
+ * 18 MB of a 60 MB limit (glibc 57, jemalloc 41). */
+struct sized_node {
+    struct sized_node *prev;
+    uint64_t seed;
+    size_t size;
+};
+
+static int run_limited_from_start(void)
 {
+    struct sized_node *last = NULL;
+    size_t total = 0;
+    for (uint64_t i = 0;; i++) {
+        size_t size = 24 + (size_t)(i * 37 % 2000);
+        struct sized_node *b = do_malloc(size);
+        if (!b) {
+            CMT_CHECK(errno == ENOMEM, "malloc failed with errno %d", errno);
+            break;
+        }
+        *b = (struct sized_node){.prev = last, .seed = cmt_mix(i), .size = size};
+        cmt_fill(b + 1, size - sizeof *b, b->seed);
+        last = b;
+        total += size;
+    }
+    CMT_CHECK(total >= 40 * MiB, "only %zu KiB allocated under RLIMIT_AS of 64 MiB", total >> 10);
+    while (last) {
+        struct sized_node *prev = last->prev;
+        CMT_VERIFY(last + 1, last->size - sizeof *last, last->seed, "block before free");
+        do_free(last);
+        last = prev;
+    }
+    printf("  from the start under 64 MiB: %zu KiB of small blocks, then ENOMEM\n", total >> 10);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "limited-from-start") == 0) return run_limited_from_start();
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -95,6 +137,17 @@ int main(void)
     int status;
     waitpid(pid, &status, 0);
     CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the limited child failed (status 0x%x)", status);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        struct rlimit lim = {64 * MiB, 64 * MiB};
+        CMT_CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+        execl("/proc/self/exe", "edge_address_space", "limited-from-start", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child limited from the start failed (status 0x%x)",
+              status);
     printf("address space freed by one size serves the others under RLIMIT_AS\n");
     return 0;
 }
