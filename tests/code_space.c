@@ -23,13 +23,8 @@
 
 #include <errno.h>
 #include <link.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #ifndef PR_SET_MDWE /* glibc before 2.38 */
@@ -38,6 +33,7 @@
 #endif
 
 #include "cagemalloc.h"
+#include "seccomp_util.h"
 
 static int triple_plus_one(int x) { return 3 * x + 1; }
 
@@ -316,11 +312,7 @@ static void mdwe_prctl(void)
  * PROT_EXEC and every mmap that asks for PROT_WRITE | PROT_EXEC. */
 static void mdwe_seccomp(void)
 {
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    struct sock_filter rules[] = {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mprotect, 2, 0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pkey_mprotect, 1, 0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 4, 7),
@@ -336,9 +328,7 @@ static void mdwe_seccomp(void)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
     };
-    struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
-    CMT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
-    CMT_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp filter: errno %d", errno);
+    CMT_CHECK(seccomp_install(rules, sizeof rules / sizeof rules[0]) == 0, "seccomp filter: errno %d", errno);
     void *probe = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CMT_CHECK(probe != MAP_FAILED && mprotect(probe, 4096, PROT_READ | PROT_EXEC) == -1 && errno == EPERM,
               "the filter did not refuse mprotect(PROT_EXEC)");

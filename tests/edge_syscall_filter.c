@@ -8,15 +8,11 @@
 #include "core_util.h"
 
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "cagemalloc.h"
+#include "seccomp_util.h"
 
 static int seven(void) { return 7; }
 
@@ -46,45 +42,25 @@ static int run_filtered(void) {
     return 0;
 }
 
-static void install_filter(void) {
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+/* In the child of cmt_run_child (stderr captured): the filter, then this
+ * program again, reporting its start-up. */
+static void exec_filtered(void) {
+    struct sock_filter rules[] = {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
-    CMT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
-    CMT_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp filter: errno %d", errno);
+    CMT_CHECK(seccomp_install(rules, sizeof rules / sizeof rules[0]) == 0, "seccomp filter: errno %d", errno);
+    setenv("CAGEMALLOC_VERBOSE", "1", 1);
+    execl("/proc/self/exe", "edge_syscall_filter", "filtered", (char *)NULL);
+    _exit(127);
 }
 
 int main(int argc, char **argv) {
     (void)argc;
     if (argv[1] && strcmp(argv[1], "filtered") == 0) return run_filtered();
-    int out[2];
-    CMT_CHECK(pipe(out) == 0, "pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    CMT_CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        dup2(out[1], 2);
-        close(out[0]);
-        install_filter();
-        setenv("CAGEMALLOC_VERBOSE", "1", 1);
-        execl("/proc/self/exe", "edge_syscall_filter", "filtered", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
     char text[8192];
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof text - 1 && (r = read(out[0], text + len, sizeof text - 1 - len)) > 0) len += (size_t)r;
-    text[len] = 0;
-    int status;
-    waitpid(pid, &status, 0);
+    int status = cmt_run_child(exec_filtered, text, sizeof text);
     CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the filtered child died (status 0x%x; %s)\n%s", status,
               WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS ? "killed for a system call" : "", text);
     CMT_CHECK(strstr(text, "clock: clock_gettime in the vDSO"), "initialisation did not find the vDSO clock:\n%s",

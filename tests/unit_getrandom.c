@@ -8,26 +8,18 @@
  *    with a secret that is not the same in two processes. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "seccomp_util.h"
 #include "unit_check.h"
 
 static void install_filter(unsigned blocking_action, unsigned nonblocking_action) {
-    struct sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    struct sock_filter rules[] = {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrandom, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
@@ -35,9 +27,7 @@ static void install_filter(unsigned blocking_action, unsigned nonblocking_action
         BPF_STMT(BPF_RET | BPF_K, nonblocking_action),
         BPF_STMT(BPF_RET | BPF_K, blocking_action),
     };
-    struct sock_fprog fprog = {.len = sizeof prog / sizeof prog[0], .filter = prog};
-    CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs");
-    CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0, "seccomp filter");
+    CHECK(seccomp_install(rules, sizeof rules / sizeof rules[0]) == 0, "seccomp filter");
 }
 
 /* In a child: filter, then the allocator's first use; report its secret. */
