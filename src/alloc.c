@@ -103,14 +103,12 @@ static void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_h) {
         if (stays && size <= old_usable && (size >= old_usable / 2 || size <= 16)) return p;
     } else {
         cm_desc_t *d = large_desc_checked(p, entry, "realloc");
-        if (stays && size > CM_SMALL_MAX) {
-            if (size > CM_MAX_REQUEST) {
-                errno = ENOMEM;
-                return NULL;
-            }
+        if (stays && size > CM_SMALL_MAX && size <= CM_MAX_REQUEST) {
             void *q = cm_large_realloc(d, size);
-            if (!q) errno = ENOMEM;
-            return q;
+            if (q) return q;
+            /* the mapping could not be resized in place or moved (mremap
+             * refused by a seccomp filter, say): a new block and a copy,
+             * as glibc does */
         }
         old_usable = cm_large_usable(d);
     }

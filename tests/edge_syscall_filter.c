@@ -4,7 +4,9 @@
  * killing the process (SECCOMP_RET_KILL_PROCESS), this program executes
  * itself and allocates: initialisation reads /proc/self/auxv (the vDSO's
  * clock must be found, so the read happened) and the code space reads
- * /proc/self/maps. Before the fix both opened with `open`: killed. */
+ * /proc/self/maps. Before the fix both opened with `open`: killed.
+ * And under a filter that refuses mremap (EPERM), realloc of a large block
+ * still grows it, by a copy (it returned NULL). */
 #include "core_util.h"
 
 #include <errno.h>
@@ -56,6 +58,27 @@ static void exec_filtered(void) {
     _exit(127);
 }
 
+/* In a child: with mremap refused (EPERM), a large block grown by realloc
+ * (to 8x, past whatever follows it) moves by a copy, contents kept, as
+ * glibc's does. Before the fix: NULL and ENOMEM. */
+static void realloc_without_mremap(void) {
+    size_t small = (size_t)8 << 20, big = (size_t)64 << 20;
+    unsigned char *p = malloc(small);
+    CMT_CHECK(p, "malloc(8 MiB)");
+    cmt_fill(p, small, 77);
+    struct sock_filter rules[] = {
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mremap, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    CMT_CHECK(seccomp_install(rules, sizeof rules / sizeof rules[0]) == 0, "seccomp filter: errno %d", errno);
+    unsigned char *q = realloc(p, big);
+    CMT_CHECK(q, "realloc(8 MiB -> 64 MiB) with mremap refused: errno %d", errno);
+    CMT_VERIFY(q, small, 77, "the grown block");
+    memset(q + small, 1, big - small);
+    free(q);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (argv[1] && strcmp(argv[1], "filtered") == 0) return run_filtered();
@@ -66,5 +89,9 @@ int main(int argc, char **argv) {
     CMT_CHECK(strstr(text, "clock: clock_gettime in the vDSO"), "initialisation did not find the vDSO clock:\n%s",
               text);
     printf("under a filter that kills `open`: allocation, the vDSO clock and the code space work\n");
+    status = cmt_run_child(realloc_without_mremap, text, sizeof text);
+    CMT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "realloc with mremap refused failed (status 0x%x)\n%s",
+              status, text);
+    printf("under a filter that refuses mremap: a large realloc copies\n");
     return 0;
 }
