@@ -139,10 +139,10 @@ static void *map_exactly_at(uintptr_t at, size_t size, int prot, int flags) {
 /* size bytes at an address that is offset modulo align (a power of two).
  * First where the kernel puts size bytes, if that is placed right, else
  * beside it: the nearest such address below (the free side in the usual
- * top-down layout) or above (in the bottom-up one). Only then the old way,
- * over-mapping by align and trimming both ends, which needs size + align of
- * address space for a moment: under an RLIMIT_AS, a 4 GiB cage (an odd
- * multiple of its size) could not be made below 12 GiB. */
+ * top-down layout) or above (in the bottom-up one). Only if both are
+ * taken, over-map by align and trim both ends, which needs size + align of
+ * address space for a moment: done first, under an RLIMIT_AS, it kept a
+ * 4 GiB cage (an odd multiple of its size) from being made below 12 GiB. */
 static void *map_placed(size_t size, size_t align, size_t offset, int prot, int flags) {
     if (align <= CM_PAGE_SIZE) return map_flags(size, prot, flags);
     char *probe = map_flags(size, prot, flags);
@@ -393,9 +393,10 @@ bool cm_os_map_file_over(void *at, size_t size, int prot, int fd) {
     return true;
 }
 
-/* Whether a large reservation up front would cost: an address-space limit
- * (RLIMIT_AS) counts it whole. Strict overcommit (mode 2) charges only
- * what is opened of it: closed, it is not writable. */
+/* The address-space limit (RLIMIT_AS) in bytes, SIZE_MAX if there is none
+ * (or it cannot be read): it counts a reservation whole, opened or not.
+ * Strict overcommit (mode 2) charges only what is opened of one: closed,
+ * it is not writable. */
 size_t cm_os_address_limit(void) {
     struct rlimit lim;
     if (raw_failed(raw_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0)) || lim.rlim_cur == RLIM_INFINITY)

@@ -4,7 +4,8 @@
  * the fast paths; the rest are direct calls to hidden implementations.
  * Besides the standard names, what glibc programs link against and other
  * allocators provide: cfree, C23's free_sized and free_aligned_sized,
- * mallinfo, malloc_info, mallopt, and the __libc_* entry points that some preloaded tools call directly. */
+ * mallinfo, malloc_info, mallopt, and the __libc_* entry points that some
+ * preloaded tools call directly. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
