@@ -157,7 +157,9 @@ typedef struct cm_block_check {
 
 _Static_assert(CM_CLASS_INFO_LEN == CM_CLASS_VALUES, "every page-map class value has an entry");
 
-CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_8[(size + 7) >> 3]; }
+/* size <= CM_SMALL_MAX: computed in 32 bits, whose instructions take no
+ * REX prefix (2 bytes off malloc's path) */
+CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_8[((uint32_t)size + 7) >> 3]; }
 
 /* True if p is the start of a block of a superblock of class cls (spans
  * are aligned to their size); cls is any page-map class value. With
@@ -938,11 +940,21 @@ CM_INLINE void *cm_bin_pop(void **head) {
      * 5 bytes an instruction where the global key takes 7 and the mask, a
      * 64-bit constant, 13. Checked before the forged link could be followed. */
     void *next = cm_block_next_keyed(b, cm_thread.link_key, cm_likely(cm_harden));
+#if CM_HARDENING && defined(__x86_64__)
+    /* gcc loads and ands a %fs: operand where one test does: 3 bytes more
+     * on malloc's path, whose length is what hardening costs (BENCHMARKS.md) */
+    __asm__ goto("testq %0, %1\n\tjnz %l[corrupt]" : : "r"(next), "m"(cm_thread.link_invalid) : "cc" : corrupt);
+#else
     cm_link_verify(b, next, cm_thread.link_invalid, "malloc");
+#endif
     cm_block_mark_used(b);
     *head = next;
     __builtin_prefetch(next);
     return b;
+#if CM_HARDENING && defined(__x86_64__)
+corrupt:
+    cm_fatal("malloc", "corrupted free list", b);
+#endif
 }
 
 /* Free p, a block of d that another thread's heap owns (or none does):
