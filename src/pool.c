@@ -256,6 +256,43 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
     }
 }
 
+/* A superblock of class `other` kept completely free (committed), taken
+ * off the top of one of its partial stacks with its anchor moved to `to`
+ * (FULL: to serve another class; RETIRING: to be retired) and no longer
+ * counted as kept; NULL if no top is one. One in use goes back. */
+static cm_desc_t *take_kept(unsigned other, unsigned space, unsigned to) {
+    for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
+        cm_desc_t *d = cm_desc_stack_pop(&partial[space][other][s]);
+        if (!d) continue;
+        CM_TEST_POINT("take over: popped another class's superblock");
+        cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+        for (;;) {
+            unsigned st = cm_anchor_state(a);
+            if (st == CM_PARTIAL && cm_anchor_count(a) == carved_of(d)) {
+                if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, to, 0, 0),
+                                                           memory_order_acquire, memory_order_acquire))
+                    continue;
+                unkeep(d, other);
+                return d;
+            }
+            if (st == CM_EMPTY || st == CM_RETIRING) {
+                if (!drop_retired(d, &a)) continue;
+            } else {
+                cm_desc_stack_push(&partial[space][other][s], d); /* in use: put it back */
+            }
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Classes with superblocks kept in `space`, whose span size is (same) or is
+ * not (!same) 2^shift, other than cls. */
+static bool kept_candidate(unsigned other, unsigned cls, unsigned shift, bool same, unsigned space) {
+    return other != cls && (cm_class_info[other].span_shift == shift) == same &&
+           atomic_load_explicit(&kept_in_class[space][other], memory_order_relaxed) > 0;
+}
+
 /* Before a new span is used for class cls, look at the top of the partial
  * stacks of the other classes of its span size that have superblocks kept
  * completely free (committed, so reused as they are, dirty). Without this, a
@@ -266,36 +303,43 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
 static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) {
     unsigned shift = cm_class_info[cls].span_shift;
     for (unsigned other = 1; other <= CM_NUM_CLASSES; other++) {
-        if (other == cls || cm_class_info[other].span_shift != shift ||
-            atomic_load_explicit(&kept_in_class[space][other], memory_order_relaxed) <= 0)
-            continue;
-        for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
-            cm_desc_t *d = cm_desc_stack_pop(&partial[space][other][s]);
-            if (!d) continue;
-            CM_TEST_POINT("take over: popped another class's superblock");
-            cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
-            for (;;) {
-                unsigned st = cm_anchor_state(a);
-                if (st == CM_PARTIAL && cm_anchor_count(a) == carved_of(d)) {
-                    if (!atomic_compare_exchange_weak_explicit(&d->anchor, &a, cm_anchor_next(a, CM_FULL, 0, 0),
-                                                               memory_order_acquire, memory_order_acquire))
-                        continue;
-                    unkeep(d, other);
-                    cm_uncount(&cm_counters.superblocks_live, 1);
-                    atomic_fetch_sub_explicit(&cm_counters.sb_live[other], 1, memory_order_relaxed);
-                    assign_class(d, cls, state);
-                    return d;
-                }
-                if (st == CM_EMPTY || st == CM_RETIRING) {
-                    if (!drop_retired(d, &a)) continue;
-                } else {
-                    cm_desc_stack_push(&partial[space][other][s], d); /* in use: put it back */
-                }
-                break;
-            }
-        }
+        if (!kept_candidate(other, cls, shift, true, space)) continue;
+        cm_desc_t *d = take_kept(other, space, CM_FULL);
+        if (!d) continue;
+        cm_uncount(&cm_counters.superblocks_live, 1);
+        atomic_fetch_sub_explicit(&cm_counters.sb_live[other], 1, memory_order_relaxed);
+        assign_class(d, cls, state);
+        return d;
     }
     return NULL;
+}
+
+/* A new span of class cls's size is about to be committed, and no kept
+ * superblock of that size could serve: kept superblocks of other span sizes
+ * are retired, as many bytes as the new span, so what is kept committed
+ * does not grow while it cannot be used. A workload moving up through the
+ * classes (buffers that grow, a program's phases) otherwise kept every
+ * span size's old superblocks on top of the new ones, up to
+ * CAGEMALLOC_EMPTY_KEEP: 256 strings grown by realloc to 96 KiB each held
+ * 2.4x their bytes (BENCHMARKS.md). */
+static void retire_other_spans(unsigned cls, unsigned space) {
+    unsigned shift = cm_class_info[cls].span_shift;
+    size_t wanted = (size_t)1 << shift, retired = 0;
+    if (atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0) return;
+    for (unsigned other = 1; other <= CM_NUM_CLASSES && retired < wanted; other++) {
+        if (!kept_candidate(other, cls, shift, false, space)) continue;
+        cm_desc_t *d;
+        while (retired < wanted && (d = take_kept(other, space, CM_RETIRING)) != NULL) {
+            retired += span_size(d);
+            retire(d, false); /* popped: on no list */
+        }
+    }
+}
+
+/* A new superblock, made once kept ones of other span sizes gave way. */
+static cm_desc_t *fresh_superblock(unsigned cls, unsigned state, unsigned space) {
+    retire_other_spans(cls, space);
+    return new_superblock(cls, state, space);
 }
 
 /* True if d, popped from a partial stack, is partial with live blocks in it. */
@@ -341,7 +385,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     } else {
         d = take_over_empty(cls, CM_FULL, space);
         out->fresh_dirty = d != NULL;
-        if (!d) d = new_superblock(cls, CM_FULL, space);
+        if (!d) d = fresh_superblock(cls, CM_FULL, space);
         if (!d) return false;
     }
     /* no heap owns it: every block counts as carved (the caller carves the rest) */
@@ -363,7 +407,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
     } else {
         d = take_over_empty(cls, CM_OWNED, space);
         bool dirty = d != NULL;
-        if (!d && !(d = new_superblock(cls, CM_OWNED, space))) return NULL;
+        if (!d && !(d = fresh_superblock(cls, CM_OWNED, space))) return NULL;
         d->dirty = dirty;
     }
     d->local_free = NULL;

@@ -1,0 +1,102 @@
+/* unit_kept_spans: fully free superblocks kept committed give way to a new
+ * span of another size. A kept superblock serves any class of its own span
+ * size (take-over); when a class of another span size needs a new span,
+ * kept ones of other sizes are retired, their pages returned, as many bytes
+ * as the new span, and no more: the committed total does not grow while
+ * what is kept cannot be used.
+ *
+ * Driven through the pool (cm_pool_take / cm_pool_return_chain) in a fresh
+ * process, so these are the only superblocks kept. */
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "unit_check.h"
+
+/* n fresh superblocks of class cls, their pages touched, then every block
+ * of each returned at once: kept (taken first, all of them: the pool hands
+ * a kept superblock to the next take of its class). */
+static void kept_superblocks(unsigned cls, char **bases, int n) {
+    const cm_class_info_t *ci = &cm_class_info[cls];
+    CHECK(ci->max_count <= 64, "few blocks per span");
+    for (int k = 0; k < n; k++) {
+        cm_refill_t r;
+        CHECK(cm_pool_take(cls, CM_SPACE_PLAIN, &r) && r.fresh && r.fresh_count == ci->max_count,
+              "a fresh superblock of class %u", cls);
+        bases[k] = r.fresh;
+        memset(r.fresh, 0x5a, (size_t)ci->max_count * ci->block_size); /* its pages become resident */
+    }
+    for (int k = 0; k < n; k++) {
+        char *blocks[64];
+        for (uint32_t i = 0; i < ci->max_count; i++) blocks[i] = bases[k] + (size_t)i * ci->block_size;
+        for (uint32_t i = 0; i + 1 < ci->max_count; i++) cm_block_set_next(blocks[i], blocks[i + 1]);
+        cm_block_set_next(blocks[ci->max_count - 1], NULL);
+        cm_pool_return_chain(cm_pool_desc_of(bases[k]), blocks[0], blocks[ci->max_count - 1], ci->max_count);
+    }
+}
+
+static bool is_kept(const char *base, unsigned cls) {
+    cm_desc_t *d = cm_pool_desc_of(base);
+    if (!d || cm_desc_class(d) != cls) return false;
+    cm_anchor_t a = atomic_load(&d->anchor);
+    return cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == cm_class_info[cls].max_count;
+}
+
+static size_t resident_pages(const char *base, size_t len) {
+    unsigned char vec[256];
+    size_t pages = len / (size_t)sysconf(_SC_PAGESIZE), n = 0;
+    CHECK(pages <= sizeof vec && mincore((void *)base, len, vec) == 0, "mincore");
+    for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+    return n;
+}
+
+static unsigned class_of_size(uint32_t size) {
+    for (unsigned c = 1; c <= CM_NUM_CLASSES; c++)
+        if (cm_class_info[c].block_size == size) return c;
+    CHECK(0, "no class of %u bytes", size);
+    return 0;
+}
+
+int main(void) {
+    cm_free(cm_malloc(1)); /* initialise */
+    cm_options.empty_keep = (size_t)1 << 30;
+    unsigned small = class_of_size(8192), same = class_of_size(7168), big = 0;
+    unsigned shift = cm_class_info[small].span_shift;
+    for (unsigned c = 1; c <= CM_NUM_CLASSES && !big; c++)
+        if (cm_class_info[c].span_shift == shift + 1) big = c;
+    CHECK(big && cm_class_info[same].span_shift == shift, "classes of one span size and of twice it");
+    size_t span = (size_t)1 << shift;
+
+    char *kept[3];
+    kept_superblocks(small, kept, 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(is_kept(kept[i], small) && resident_pages(kept[i], span) > 0, "superblock %d kept, resident", i);
+
+    /* a class of the same span size takes one over, dirty, retiring none */
+    cm_refill_t r;
+    CHECK(cm_pool_take(same, CM_SPACE_PLAIN, &r) && r.fresh_dirty, "class %u took a kept span over", same);
+    int taken = -1, still = 0;
+    for (int i = 0; i < 3; i++) {
+        if (r.fresh == kept[i]) taken = i;
+        else still += is_kept(kept[i], small);
+    }
+    CHECK(taken >= 0 && still == 2, "the take-over used a kept span (%d) and left the other two (%d)", taken, still);
+
+    /* a class of twice the span size: the two left (2 x 64 KiB) make room */
+    CHECK(cm_pool_take(big, CM_SPACE_PLAIN, &r) && !r.fresh_dirty, "class %u got a new span", big);
+    for (int i = 0; i < 3; i++) {
+        if (i == taken) continue;
+        CHECK(!is_kept(kept[i], small), "superblock %d is still kept beside a new span of another size", i);
+        CHECK(resident_pages(kept[i], span) == 0, "superblock %d's pages were not returned", i);
+    }
+
+    /* no more than the new span's size: of three kept, one stays */
+    kept_superblocks(small, kept, 3);
+    CHECK(cm_pool_take(big, CM_SPACE_PLAIN, &r), "class %u got a new span", big);
+    still = 0;
+    for (int i = 0; i < 3; i++) still += is_kept(kept[i], small);
+    CHECK(still == 1, "%d of 3 kept superblocks left after a new span of twice their size (want 1)", still);
+    printf("kept spans: taken over by their own span size, retired for a new span of another, bytes for bytes\n");
+    return 0;
+}
