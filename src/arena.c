@@ -31,7 +31,11 @@
  * and then won its CAS has claimed free units of the chunk that is there now:
  * the address it computes after the CAS is right, so there is no ABA to fear.
  * Per region a bitmap lists the chunks that may have free units, so a claim
- * looks only at those. Nothing here waits: every step is a CAS or a fetch_or.
+ * looks only at those. A second word per chunk marks free units released
+ * with their pages resident (a kept superblock that gave way to a span of
+ * another size, pool.c): claims take runs of those first, and a purge
+ * (decay, trim) claims the rest, returns their pages and frees them clean.
+ * Nothing here waits: every step is a CAS or a fetch_or.
  * Spans of the cage come from the cage's own units (cage.c). */
 #include <sys/mman.h>
 
@@ -148,18 +152,38 @@ static uint64_t run_mask(unsigned n, unsigned at) {
     return (n == 64 ? ALL_FREE : (((uint64_t)1 << n) - 1)) << at;
 }
 
-/* Claim n aligned units of chunk c of region r; 0 if it has no such run. */
-static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c, unsigned n) {
-    /* acquire (load and CAS): the releaser decommitted the units before its
-     * release fetch_or; we must see that before writing to them. */
+/* Units released dirty (cm_arena_release_dirty) and not yet claimed or
+ * purged: relaxed, it only says whether to look for them. */
+static _Atomic size_t dirty_units;
+
+bool cm_arena_has_dirty(void) { return atomic_load_explicit(&dirty_units, memory_order_relaxed) != 0; }
+
+/* Claim n aligned units of chunk c of region r, a run of dirty units only
+ * if dirty_only, else preferring one; 0 if it has no such run. *dirty: some
+ * claimed unit was dirty. A releaser sets a unit's dirty bit before its
+ * free bit and a claimer clears it after winning the unit, so the bit read
+ * then is the unit's own: nobody else can release or purge it meanwhile. */
+static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c, unsigned n, bool dirty_only,
+                                bool *dirty) {
+    /* acquire (load and CAS): the releaser decommitted the units (or set
+     * their dirty bits) before its release fetch_or; we must see that
+     * before writing to them. */
     uint64_t w = atomic_load_explicit(&r->chunk_free[c], memory_order_acquire);
     for (;;) {
-        uint64_t runs = aligned_runs(w, n);
+        /* relaxed: a preference only; the fetch_and below decides */
+        uint64_t runs = aligned_runs(w & atomic_load_explicit(&r->chunk_dirty[c], memory_order_relaxed), n);
+        if (!runs && !dirty_only) runs = aligned_runs(w, n);
         if (!runs) return 0;
         unsigned at = (unsigned)__builtin_ctzll(runs);
-        if (atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~run_mask(n, at),
-                                                  memory_order_acquire, memory_order_acquire)) {
-            cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
+        uint64_t mask = run_mask(n, at);
+        if (atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~mask, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            /* relaxed: an RMW reads the releaser's bits, which came before its release */
+            uint64_t was = atomic_fetch_and_explicit(&r->chunk_dirty[c], ~mask, memory_order_relaxed) & mask;
+            unsigned reused = (unsigned)__builtin_popcountll(was);
+            if (reused) atomic_fetch_sub_explicit(&dirty_units, reused, memory_order_relaxed);
+            cm_count(&cm_counters.committed, (size_t)(n - reused) << CM_UNIT_SHIFT);
+            *dirty = reused != 0;
             return region_base + (c << CM_CHUNK_SHIFT) + ((uintptr_t)at << CM_UNIT_SHIFT);
         }
     }
@@ -167,7 +191,7 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
 
 /* Lowest listed chunk with room first: spans crowd into the chunks mapped
  * first, so the others empty out and go back to the OS. */
-static char *claim_listed(unsigned n) {
+static char *claim_listed_as(unsigned n, bool dirty_only, bool *dirty) {
     uint32_t regions = cm_pagemap_region_count();
     for (uint32_t i = 0; i < regions; i++) {
         uintptr_t base;
@@ -178,13 +202,19 @@ static char *claim_listed(unsigned n) {
             while (listed) {
                 size_t c = word * 64 + (size_t)__builtin_ctzll(listed);
                 listed &= listed - 1;
-                uintptr_t span = claim_in_chunk(r, base, c, n);
+                uintptr_t span = claim_in_chunk(r, base, c, n, dirty_only, dirty);
                 if (span) return (char *)span;
                 if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == 0) unlist_chunk(r, c);
             }
         }
     }
     return NULL;
+}
+
+/* Dirty units first, wherever they are: their pages are resident already. */
+static char *claim_listed(unsigned n, bool *dirty) {
+    char *span = cm_arena_has_dirty() ? claim_listed_as(n, true, dirty) : NULL;
+    return span ? span : claim_listed_as(n, false, dirty);
 }
 
 /* One chunk from the current reservation, or NULL when it is used up.
@@ -256,10 +286,11 @@ static char *claim_new_chunk(unsigned n) {
     return chunk;
 }
 
-char *cm_arena_claim(unsigned shift, unsigned space) {
+char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {
+    *dirty = false;
     if (space == CM_SPACE_CAGE) return cm_cage_claim((size_t)1 << shift, (size_t)1 << shift);
     unsigned n = 1u << (shift - CM_UNIT_SHIFT);
-    char *span = claim_listed(n);
+    char *span = claim_listed(n, dirty);
     return span ? span : claim_new_chunk(n);
 }
 
@@ -272,6 +303,12 @@ static bool unmap_if_free(cm_region_t *r, size_t c, uintptr_t chunk) {
     if (!atomic_compare_exchange_strong_explicit(&r->chunk_free[c], &all, 0, memory_order_acquire,
                                                  memory_order_relaxed))
         return false;
+    /* its units are ours: dirty ones go with the mapping (relaxed: as in claim_in_chunk) */
+    uint64_t was = atomic_exchange_explicit(&r->chunk_dirty[c], 0, memory_order_relaxed);
+    if (was) {
+        atomic_fetch_sub_explicit(&dirty_units, (size_t)__builtin_popcountll(was), memory_order_relaxed);
+        cm_uncount(&cm_counters.committed, (size_t)__builtin_popcountll(was) << CM_UNIT_SHIFT);
+    }
     cm_pagemap_set(chunk, CM_CHUNK_SIZE, 0);
     cm_os_unreserve((void *)chunk, CM_CHUNK_SIZE);
     return true;
@@ -293,8 +330,65 @@ void cm_arena_release(char *span, unsigned shift) {
     list_chunk(r, c);
 }
 
-bool cm_arena_trim(void) {
+void cm_arena_release_dirty(char *span, unsigned shift) {
+    unsigned n = 1u << (shift - CM_UNIT_SHIFT);
+    uintptr_t a = (uintptr_t)span, chunk = a & ~(CM_CHUNK_SIZE - 1);
+    cm_region_t *r = cm_pagemap_region(a);
+    size_t c = chunk_index(a);
+    uint64_t bits = run_mask(n, (unsigned)((a - chunk) >> CM_UNIT_SHIFT));
+    atomic_fetch_add_explicit(&dirty_units, n, memory_order_relaxed);
+    /* relaxed: published by the release fetch_or of the free bits after it */
+    atomic_fetch_or_explicit(&r->chunk_dirty[c], bits, memory_order_relaxed);
+    atomic_fetch_or_explicit(&r->chunk_free[c], bits, memory_order_release);
+    list_chunk(r, c);
+}
+
+/* Claim chunk c's free dirty units, return their pages, give them back
+ * clean; true if there were any. */
+static bool purge_chunk(cm_region_t *r, uintptr_t chunk, size_t c) {
+    uint64_t w = atomic_load_explicit(&r->chunk_free[c], memory_order_acquire), units;
+    do {
+        units = w & atomic_load_explicit(&r->chunk_dirty[c], memory_order_relaxed);
+        if (!units) return false;
+        /* acquire: as a claim (the units are ours until the fetch_or below) */
+    } while (!atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~units, memory_order_acquire,
+                                                    memory_order_acquire));
+    uint64_t was = atomic_fetch_and_explicit(&r->chunk_dirty[c], ~units, memory_order_relaxed) & units;
+    atomic_fetch_sub_explicit(&dirty_units, (size_t)__builtin_popcountll(was), memory_order_relaxed);
+    for (uint64_t left = was; left;) {
+        unsigned at = (unsigned)__builtin_ctzll(left);
+        uint64_t past = ~(left >> at); /* its lowest set bit ends the run */
+        unsigned len = past ? (unsigned)__builtin_ctzll(past) : 64 - at;
+        cm_os_decommit((char *)chunk + ((size_t)at << CM_UNIT_SHIFT), (size_t)len << CM_UNIT_SHIFT);
+        left &= ~run_mask(len, at);
+    }
+    /* release: the next claimer sees the pages returned */
+    atomic_fetch_or_explicit(&r->chunk_free[c], units, memory_order_release);
+    list_chunk(r, c);
+    return true;
+}
+
+bool cm_arena_purge(void) {
     bool any = false;
+    if (!cm_arena_has_dirty()) return false;
+    uint32_t regions = cm_pagemap_region_count();
+    for (uint32_t i = 0; i < regions; i++) {
+        uintptr_t base;
+        cm_region_t *r = cm_pagemap_region_at(i, &base);
+        if (!r) continue;
+        for (size_t word = 0; word < CM_REGION_CHUNKS / 64; word++) {
+            for (uint64_t listed = atomic_load_explicit(&r->chunk_listed[word], memory_order_relaxed); listed;
+                 listed &= listed - 1) {
+                size_t c = word * 64 + (size_t)__builtin_ctzll(listed);
+                any |= purge_chunk(r, base + (c << CM_CHUNK_SHIFT), c);
+            }
+        }
+    }
+    return any;
+}
+
+bool cm_arena_trim(void) {
+    bool any = cm_arena_purge();
     uint32_t regions = cm_pagemap_region_count();
     for (uint32_t i = 0; i < regions; i++) {
         uintptr_t base;

@@ -401,6 +401,7 @@ typedef struct cm_region {
     _Atomic uint32_t entries[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
     _Atomic uint64_t chunk_free[CM_REGION_CHUNKS];            /* bit u: unit u of the chunk is free */
     _Atomic uint64_t chunk_listed[CM_REGION_CHUNKS / 64];     /* bit c: chunk c may have free units */
+    _Atomic uint64_t chunk_dirty[CM_REGION_CHUNKS];           /* bit u: free unit u's pages may be resident */
 } cm_region_t;
 /* Root slot i holds the byte offset of its region from the empty leaf, an
  * all-zero array of entries in .bss right after the root: 0 (the .bss
@@ -596,7 +597,8 @@ CM_HIDDEN void cm_report_ignored(const char *name, const char *value, const char
  * thread past its exit hook): a chain of free blocks, or blocks never
  * carved (a fresh superblock, or the rest of a partial one) to carve, whose
  * memory is zero unless fresh_dirty (taken over from another class while
- * still committed, or the rest of a superblock in use). */
+ * still committed, units of the arena released with their pages, or the
+ * rest of a superblock in use). */
 typedef struct cm_refill {
     void *chain;         /* first block of a chain of `count` free blocks */
     uint32_t count;
@@ -675,11 +677,19 @@ CM_HIDDEN void cm_cage_release(char *p, size_t size);
 /* ---------------------------------------------------------------- arena */
 /* A span of 2^shift bytes (64 KiB .. 1 MiB) aligned to its size in `space`,
  * its page-map entries set to 0; NULL if the OS refuses memory or the cage
- * is full. */
-CM_HIDDEN char *cm_arena_claim(unsigned shift, unsigned space);
+ * is full. *dirty: some of its pages were released dirty (not zero). */
+CM_HIDDEN char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty);
 /* Give back a span whose pages were returned already (decommitted). */
 CM_HIDDEN void cm_arena_release(char *span, unsigned shift);
-/* Unmap every chunk whose units are all free; true if any was. */
+/* Give back a span of the arena (not the cage) with its pages resident, for
+ * a span of any size to reuse as they are; cm_arena_purge returns them if
+ * none does by then. */
+CM_HIDDEN void cm_arena_release_dirty(char *span, unsigned shift);
+/* Return the pages of every free unit released dirty; true if any. */
+CM_HIDDEN bool cm_arena_purge(void);
+CM_HIDDEN bool cm_arena_has_dirty(void);
+/* Return dirty units' pages and unmap every chunk whose units are all
+ * free; true if anything was returned. */
 CM_HIDDEN bool cm_arena_trim(void);
 
 /* ---------------------------------------------------------------- runs of free bits */

@@ -62,12 +62,12 @@ static void assign_class(cm_desc_t *d, unsigned cls, unsigned state) {
 
 /* A descriptor from the pool and a span of `space` from the arena; NULL
  * when either runs out (the OS refuses memory, the cage is full, or the
- * descriptor cap is reached). */
-static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space) {
+ * descriptor cap is reached). *dirty: its pages may hold old data. */
+static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space, bool *dirty) {
     cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
     unsigned shift = cm_class_info[cls].span_shift;
-    d->base = cm_arena_claim(shift, space);
+    d->base = cm_arena_claim(shift, space, dirty);
     if (!d->base) {
         cm_desc_release(d);
         return NULL;
@@ -99,16 +99,22 @@ static void let_go(cm_desc_t *d, bool listed) {
 /* The caller moved d's anchor to RETIRING, so it alone owns the superblock's
  * memory: every block is free and no CAS can take them (only PARTIAL
  * superblocks give out blocks, only their owner takes OWNED ones). Return
- * the memory and the span, then let the descriptor go. */
-static void retire(cm_desc_t *d, bool listed) {
+ * the memory (unless keep_pages: then the span's units go back to the arena
+ * resident, for a span of any size to reuse) and the span, then let the
+ * descriptor go. */
+static void retire(cm_desc_t *d, bool listed, bool keep_pages) {
     unsigned cls = atomic_load_explicit(&d->size_class, memory_order_relaxed);
     /* stale frees into the span now take the slow path and are reported as
      * double frees there; the entries name no descriptor that comes back to
      * life (d may soon describe another span, which free's block test,
      * cm_is_block_of, could then take a stale pointer for a block of) */
     cm_pagemap_set((uintptr_t)d->base, span_size(d), cm_entry_make(CM_DESC_RETIRED, 0));
-    cm_os_decommit(d->base, span_size(d));
-    cm_arena_release(d->base, d->span_shift);
+    if (keep_pages) { /* not the cage's (retire_other_spans) */
+        cm_arena_release_dirty(d->base, d->span_shift);
+    } else {
+        cm_os_decommit(d->base, span_size(d));
+        cm_arena_release(d->base, d->span_shift);
+    }
     cm_uncount(&cm_counters.superblocks_live, 1);
     atomic_fetch_sub_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
     let_go(d, listed);
@@ -164,7 +170,7 @@ static void rehome(cm_desc_t *d, cm_anchor_t a) {
         return;
     }
     if (!home) {
-        retire(d, true);
+        retire(d, true, false);
         return;
     }
     /* Every carved block on the anchor list (a parked superblock, or one
@@ -314,32 +320,35 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) 
     return NULL;
 }
 
-/* A new span of class cls's size is about to be committed, and no kept
- * superblock of that size could serve: kept superblocks of other span sizes
- * are retired, as many bytes as the new span, so what is kept committed
- * does not grow while it cannot be used. A workload moving up through the
- * classes (buffers that grow, a program's phases) otherwise kept every
- * span size's old superblocks on top of the new ones, up to
- * CAGEMALLOC_EMPTY_KEEP: 256 strings grown by realloc to 96 KiB each held
- * 2.4x their bytes (BENCHMARKS.md). */
+/* A new span of class cls's size is needed, and no kept superblock of that
+ * size could serve: kept superblocks of other span sizes give their spans
+ * back to the arena, pages resident, as many bytes as the new span, for it
+ * (aligned units of them) and later spans of any size to reuse as they are;
+ * what is not reused by the next decay pass goes back to the OS. A workload
+ * moving up through the classes (buffers that grow, a program's phases)
+ * otherwise kept every span size's old superblocks on top of new ones, up
+ * to CAGEMALLOC_EMPTY_KEEP: 256 strings grown by realloc to 96 KiB each
+ * held 2.4x their bytes; returning those pages at once instead cost a
+ * madvise and the faults again, round after round (BENCHMARKS.md). */
 static void retire_other_spans(unsigned cls, unsigned space) {
     unsigned shift = cm_class_info[cls].span_shift;
     size_t wanted = (size_t)1 << shift, retired = 0;
-    if (atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0) return;
+    /* the cage's units have no dirty state: its kept superblocks stay */
+    if (space == CM_SPACE_CAGE || atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0) return;
     for (unsigned other = 1; other <= CM_NUM_CLASSES && retired < wanted; other++) {
         if (!kept_candidate(other, cls, shift, false, space)) continue;
         cm_desc_t *d;
         while (retired < wanted && (d = take_kept(other, space, CM_RETIRING)) != NULL) {
             retired += span_size(d);
-            retire(d, false); /* popped: on no list */
+            retire(d, false, true); /* popped: on no list */
         }
     }
 }
 
 /* A new superblock, made once kept ones of other span sizes gave way. */
-static cm_desc_t *fresh_superblock(unsigned cls, unsigned state, unsigned space) {
+static cm_desc_t *fresh_superblock(unsigned cls, unsigned state, unsigned space, bool *dirty) {
     retire_other_spans(cls, space);
-    return new_superblock(cls, state, space);
+    return new_superblock(cls, state, space, dirty);
 }
 
 /* True if d, popped from a partial stack, is partial with live blocks in it. */
@@ -385,7 +394,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     } else {
         d = take_over_empty(cls, CM_FULL, space);
         out->fresh_dirty = d != NULL;
-        if (!d) d = fresh_superblock(cls, CM_FULL, space);
+        if (!d) d = fresh_superblock(cls, CM_FULL, space, &out->fresh_dirty);
         if (!d) return false;
     }
     /* no heap owns it: every block counts as carved (the caller carves the rest) */
@@ -407,7 +416,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
     } else {
         d = take_over_empty(cls, CM_OWNED, space);
         bool dirty = d != NULL;
-        if (!d && !(d = fresh_superblock(cls, CM_OWNED, space))) return NULL;
+        if (!d && !(d = fresh_superblock(cls, CM_OWNED, space, &dirty))) return NULL;
         d->dirty = dirty;
     }
     d->local_free = NULL;
@@ -548,7 +557,7 @@ void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n) {
             cm_pool_decay();
         }
     } else if (cm_anchor_state(new) == CM_RETIRING) {
-        retire(d, was == CM_PARTIAL);
+        retire(d, was == CM_PARTIAL, false);
     } else if (was == CM_FULL) {
         /* only the FULL -> PARTIAL transition pushes, onto the shard of the freeing thread */
         cm_desc_stack_push(stack_for(d, cm_my_ref()), d);
@@ -562,7 +571,7 @@ void cm_pool_release(cm_desc_t *d, void *head, uint32_t n) {
     d->at = CM_AT_NONE;
     cm_anchor_t new;
     give_back(d, head, NULL, n, true, &new);
-    if (cm_anchor_state(new) == CM_RETIRING) retire(d, false);
+    if (cm_anchor_state(new) == CM_RETIRING) retire(d, false, false);
     else if (cm_anchor_state(new) == CM_PARTIAL) cm_desc_stack_push(stack_for(d, owner), d);
 }
 
@@ -579,7 +588,7 @@ void cm_pool_discard(cm_desc_t *d) {
         }
     } while (!atomic_compare_exchange_weak_explicit(&d->anchor, &old, cm_anchor_next(old, CM_RETIRING, 0, 0),
                                                     memory_order_acquire, memory_order_relaxed));
-    retire(d, false);
+    retire(d, false, false);
 }
 
 /* ------------------------------------------------------------ the owner's anchor changes */
@@ -683,7 +692,7 @@ static bool retire_if_kept(cm_desc_t *d, uint64_t now, uint64_t min_age_ns) {
                                                  memory_order_acquire, memory_order_relaxed))
         return false;
     if (kept) unkeep(d, cls);
-    retire(d, true); /* on its partial stack, or its heap's parked list */
+    retire(d, true, false); /* on its partial stack, or its heap's parked list */
     return true;
 }
 
@@ -702,10 +711,12 @@ bool cm_pool_trim(void) {
  * descriptors per pass, round robin, so no malloc does unbounded work. */
 void cm_pool_decay(void) {
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
-    if (now - last < CM_OPTION(decay_ns) / 4 || atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 ||
+    if (now - last < CM_OPTION(decay_ns) / 4 ||
+        (atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 && !cm_arena_has_dirty()) ||
         !atomic_compare_exchange_strong_explicit(&last_decay_ns, &last, now, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
+    cm_arena_purge();
     uint32_t n = cm_desc_count(), cap = cm_desc_capacity();
     if (n > cap) n = cap;
     uint32_t at = atomic_fetch_add_explicit(&decay_cursor, DECAY_SCAN, memory_order_relaxed);

@@ -1,12 +1,15 @@
-/* unit_kept_spans: fully free superblocks kept committed give way to a new
- * span of another size. A kept superblock serves any class of its own span
- * size (take-over); when a class of another span size needs a new span,
- * kept ones of other sizes are retired, their pages returned, as many bytes
- * as the new span, and no more: the committed total does not grow while
- * what is kept cannot be used.
+/* unit_kept_spans: memory that fully free superblocks held committed serves
+ * spans of other sizes.
+ *  - A kept superblock serves any class of its own span size (take-over).
+ *  - When a class of another span size needs a new span, kept ones of
+ *    other sizes give their spans back to the arena with their pages, as
+ *    many bytes as the new span and no more.
+ *  - The arena hands such dirty units out first, as they are (marked
+ *    dirty: calloc must clear them), and cm_arena_purge returns the pages
+ *    of those nobody took.
  *
- * Driven through the pool (cm_pool_take / cm_pool_return_chain) in a fresh
- * process, so these are the only superblocks kept. */
+ * Driven through the pool and the arena in a fresh process, so these are
+ * the only superblocks kept. */
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -84,11 +87,15 @@ int main(void) {
     CHECK(taken >= 0 && still == 2, "the take-over used a kept span (%d) and left the other two (%d)", taken, still);
 
     /* a class of twice the span size: the two left (2 x 64 KiB) make room */
-    CHECK(cm_pool_take(big, CM_SPACE_PLAIN, &r) && !r.fresh_dirty, "class %u got a new span", big);
+    CHECK(cm_pool_take(big, CM_SPACE_PLAIN, &r), "class %u got a new span", big);
+    char *fresh = r.fresh;
+    for (int i = 0; i < 3; i++)
+        if (i != taken) CHECK(!is_kept(kept[i], small), "superblock %d is still kept beside a new span of another size", i);
+    cm_arena_purge();
     for (int i = 0; i < 3; i++) {
-        if (i == taken) continue;
-        CHECK(!is_kept(kept[i], small), "superblock %d is still kept beside a new span of another size", i);
-        CHECK(resident_pages(kept[i], span) == 0, "superblock %d's pages were not returned", i);
+        bool reused = kept[i] >= fresh && kept[i] < fresh + 2 * span;
+        if (i != taken && !reused)
+            CHECK(resident_pages(kept[i], span) == 0, "superblock %d's pages were not returned by the purge", i);
     }
 
     /* no more than the new span's size: of three kept, one stays */
@@ -97,6 +104,25 @@ int main(void) {
     still = 0;
     for (int i = 0; i < 3; i++) still += is_kept(kept[i], small);
     CHECK(still == 1, "%d of 3 kept superblocks left after a new span of twice their size (want 1)", still);
-    printf("kept spans: taken over by their own span size, retired for a new span of another, bytes for bytes\n");
+
+    /* the arena: units released dirty come back first, as they are */
+    cm_arena_purge(); /* none left from the above */
+    bool dirty;
+    char *pair = cm_arena_claim(shift + 1, CM_SPACE_PLAIN, &dirty);
+    CHECK(pair && !dirty, "a clean span of %zu bytes", 2 * span);
+    memset(pair, 0x77, 2 * span);
+    cm_arena_release_dirty(pair, shift + 1);
+    CHECK(cm_arena_has_dirty(), "dirty units are listed");
+    char *half = cm_arena_claim(shift, CM_SPACE_PLAIN, &dirty);
+    CHECK(dirty && (half == pair || half == pair + span), "the dirty units came back first (%p of %p)", (void *)half,
+          (void *)pair);
+    CHECK(resident_pages(half, span) == span / (size_t)sysconf(_SC_PAGESIZE) && (unsigned char)half[100] == 0x77,
+          "with their pages, as they were");
+    cm_arena_purge();
+    char *other = half == pair ? pair + span : pair;
+    CHECK(!cm_arena_has_dirty() && resident_pages(other, span) == 0, "the purge returned the unit nobody took");
+    CHECK(resident_pages(half, span) > 0, "the purge left the claimed span alone");
+    cm_arena_release(half, shift); /* clean: cm_arena_release wants its pages returned */
+    printf("kept spans: taken over by their own span size, given to the arena for another, reused dirty, purged\n");
     return 0;
 }
