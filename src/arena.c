@@ -189,26 +189,44 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
     }
 }
 
-/* Lowest listed chunk with room first: spans crowd into the chunks mapped
- * first, so the others empty out and go back to the OS. */
-static char *claim_listed_as(unsigned n, bool dirty_only, bool *dirty) {
+/* fn(r, base of r, c, ctx) for each listed chunk c of each region r, lowest
+ * address first, until fn returns true; true then. */
+static bool each_listed_chunk(bool (*fn)(cm_region_t *, uintptr_t, size_t, void *), void *ctx) {
     uint32_t regions = cm_pagemap_region_count();
     for (uint32_t i = 0; i < regions; i++) {
         uintptr_t base;
         cm_region_t *r = cm_pagemap_region_at(i, &base);
         if (!r) continue;
         for (size_t word = 0; word < CM_REGION_CHUNKS / 64; word++) {
-            uint64_t listed = atomic_load_explicit(&r->chunk_listed[word], memory_order_relaxed);
-            while (listed) {
-                size_t c = word * 64 + (size_t)__builtin_ctzll(listed);
-                listed &= listed - 1;
-                uintptr_t span = claim_in_chunk(r, base, c, n, dirty_only, dirty);
-                if (span) return (char *)span;
-                if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == 0) unlist_chunk(r, c);
-            }
+            for (uint64_t listed = atomic_load_explicit(&r->chunk_listed[word], memory_order_relaxed); listed;
+                 listed &= listed - 1)
+                if (fn(r, base, word * 64 + (size_t)__builtin_ctzll(listed), ctx)) return true;
         }
     }
-    return NULL;
+    return false;
+}
+
+typedef struct claim_request {
+    unsigned n;
+    bool dirty_only, dirty;
+    uintptr_t span;
+} claim_request_t;
+
+static bool claim_from(cm_region_t *r, uintptr_t base, size_t c, void *ctx) {
+    claim_request_t *q = ctx;
+    q->span = claim_in_chunk(r, base, c, q->n, q->dirty_only, &q->dirty);
+    if (q->span) return true;
+    if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == 0) unlist_chunk(r, c);
+    return false;
+}
+
+/* Lowest listed chunk with room first: spans crowd into the chunks mapped
+ * first, so the others empty out and go back to the OS. */
+static char *claim_listed_as(unsigned n, bool dirty_only, bool *dirty) {
+    claim_request_t q = {.n = n, .dirty_only = dirty_only};
+    if (!each_listed_chunk(claim_from, &q)) return NULL;
+    *dirty = q.dirty;
+    return (char *)q.span;
 }
 
 /* Dirty units first, wherever they are: their pages are resident already. */
@@ -368,22 +386,14 @@ static bool purge_chunk(cm_region_t *r, uintptr_t chunk, size_t c) {
     return true;
 }
 
+static bool purge_listed(cm_region_t *r, uintptr_t base, size_t c, void *any) {
+    *(bool *)any |= purge_chunk(r, base + (c << CM_CHUNK_SHIFT), c);
+    return false;
+}
+
 bool cm_arena_purge(void) {
     bool any = false;
-    if (!cm_arena_has_dirty()) return false;
-    uint32_t regions = cm_pagemap_region_count();
-    for (uint32_t i = 0; i < regions; i++) {
-        uintptr_t base;
-        cm_region_t *r = cm_pagemap_region_at(i, &base);
-        if (!r) continue;
-        for (size_t word = 0; word < CM_REGION_CHUNKS / 64; word++) {
-            for (uint64_t listed = atomic_load_explicit(&r->chunk_listed[word], memory_order_relaxed); listed;
-                 listed &= listed - 1) {
-                size_t c = word * 64 + (size_t)__builtin_ctzll(listed);
-                any |= purge_chunk(r, base + (c << CM_CHUNK_SHIFT), c);
-            }
-        }
-    }
+    if (cm_arena_has_dirty()) each_listed_chunk(purge_listed, &any);
     return any;
 }
 
