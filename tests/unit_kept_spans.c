@@ -89,8 +89,11 @@ int main(void) {
     /* a class of twice the span size: the two left (2 x 64 KiB) make room */
     CHECK(cm_pool_take(big, CM_SPACE_PLAIN, &r), "class %u got a new span", big);
     char *fresh = r.fresh;
-    for (int i = 0; i < 3; i++)
-        if (i != taken) CHECK(!is_kept(kept[i], small), "superblock %d is still kept beside a new span of another size", i);
+    for (int i = 0; i < 3; i++) {
+        if (i == taken) continue;
+        CHECK(!is_kept(kept[i], small), "superblock %d is still kept beside a new span of another size", i);
+        CHECK(resident_pages(kept[i], span) > 0, "superblock %d gave way without its pages (no madvise there)", i);
+    }
     cm_arena_purge();
     for (int i = 0; i < 3; i++) {
         bool reused = kept[i] >= fresh && kept[i] < fresh + 2 * span;
