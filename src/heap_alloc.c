@@ -295,12 +295,45 @@ static bool mailbox_pending(cm_heap_t *h) {
     return atomic_load_explicit(&h->overflow, memory_order_relaxed) != 0;
 }
 
+/* The classes whose bins did not refill since the last look give their
+ * fully free superblocks back to the pool, where the classes in use take
+ * them over: the current one (settled onto avail) and the empty one avail
+ * keeps (empty_on_avail), so the first two on avail, no more (a walk of a
+ * long avail list at every look would cost more than it finds). A bin
+ * refills at least once per superblock's worth of mallocs, so a class in
+ * use is never quiet for long. Without this, a program whose data moves up
+ * through the classes (buffers grown by realloc) left two superblocks of
+ * every class it passed in every thread's heap. */
+static void release_quiet_classes(cm_heap_t *h) {
+    uint64_t quiet = h->holding & ~h->refilled;
+    h->holding |= h->refilled;
+    h->refilled = 0;
+    for (; quiet; quiet &= quiet - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(quiet);
+        if (!h->bins[c].current && !h->bins[c].avail) {
+            h->holding &= ~((uint64_t)1 << c);
+            continue;
+        }
+        settle_current(h, c);
+        uint32_t r = h->bins[c].avail;
+        for (int looked = 0; r && looked < 2; looked++) {
+            cm_desc_t *d = desc(r);
+            r = d->link;
+            if (cm_desc_used(d) == 0) {
+                list_unlink(&h->bins[c].avail, d);
+                give_up(d);
+            }
+        }
+    }
+}
+
 static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
     if (cm_unlikely(h->ref == 0)) { /* an unstarted record: the thread's first block of its space */
         cm_heap_t *mine = cm_thread_heap(h->space);
         if (!mine) return cm_alloc_unowned(cls, zero, h->space);
         h = mine;
     }
+    h->refilled |= (uint64_t)1 << cls;
     uint32_t epoch = atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed);
     if (cm_unlikely(h->trim_seen != epoch)) { /* malloc_trim ran in another thread */
         h->trim_seen = epoch;
@@ -330,7 +363,8 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
             else cm_pool_drop(d);
             continue;
         }
-        if ((++h->refills & 63) == 0) cm_pool_decay();
+        if ((++h->refills & 7) == 0) release_quiet_classes(h);
+        if ((h->refills & 63) == 0) cm_pool_decay();
         /* a heap its thread cannot destroy may take another heap's live blocks */
         bool reclaim = atomic_load_explicit(&h->lasting, memory_order_relaxed);
         d = cm_pool_acquire(cls, h->space, h->ref, h->thread, reclaim);
@@ -354,6 +388,7 @@ void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
     if (d && d->local_free && !zero && h->trim_seen == atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed)) {
         h->bin_head[cls] = d->local_free;
         d->local_free = NULL;
+        h->refilled |= (uint64_t)1 << cls;
         return cm_bin_pop(&h->bin_head[cls]);
     }
     return refill_slow(h, cls, zero);

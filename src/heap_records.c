@@ -41,6 +41,7 @@ cm_heap_t *cm_heap_record(uint32_t ref) {
 static void reset(cm_heap_t *h) {
     memset(h->bin_head, 0, offsetof(cm_heap_t, ref));
     h->thread = h->parked = h->large = h->large_count = h->next_of_thread = h->refills = h->trim_seen = 0;
+    h->refilled = h->holding = 0;
     h->space = CM_SPACE_PLAIN;
     for (unsigned i = 0; i < CM_MAILBOX_SLOTS; i++) atomic_store_explicit(&h->mailbox[i], 0, memory_order_relaxed);
     atomic_store_explicit(&h->overflow, 0, memory_order_relaxed);

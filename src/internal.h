@@ -36,10 +36,11 @@
  *              superblock it is carving or reusing now (its "current"), a
  *              list of its other superblocks ("avail": with free blocks,
  *              or used up while the class had others to turn to), and a
- *              list of exhausted ones ("parked"). A heap OWNS its
- *              superblocks: only its thread allocates from them, and that
- *              thread's frees go back to the superblock's own local free
- *              list with no atomic instruction.
+ *              list of exhausted ones ("parked"); a class that stops
+ *              refilling gives its fully free ones back to the pool. A
+ *              heap OWNS its superblocks: only its thread allocates from
+ *              them, and that thread's frees go back to the superblock's
+ *              own local free list with no atomic instruction.
  *              Every thread has a default heap (what malloc uses); programs
  *              make more with cm_heap_new. A heap's thread is its owner.
  *  bin         per heap and class: the free blocks of the current
@@ -855,8 +856,10 @@ struct cm_heap {
     uint32_t large;            /* large blocks (CM_AT_LARGE) */
     uint32_t large_count;      /* on that list, zombies included */
     uint32_t next_of_thread;   /* the thread's next heap (a list from its default heap) */
-    uint32_t refills;          /* paces cm_pool_decay */
+    uint32_t refills;          /* superblocks taken from the pool: paces cm_pool_decay and the quiet-class sweep */
     uint32_t trim_seen;        /* cm_trim_epoch when last collected */
+    uint64_t refilled;         /* bit per class: its bin refilled since the last quiet-class sweep */
+    uint64_t holding;          /* bit per class: refilled before that, not yet found holding nothing */
     uint8_t space;             /* CM_SPACE_*: where its blocks live */
     /* 1 for a thread's default heaps (plain and cage), which cannot be
      * destroyed: other threads may batch their frees into its superblocks
@@ -877,6 +880,7 @@ struct cm_heap {
     void *remote_batch_tail;       /* thread-private: the batch's first block, its link NULL */
     uint32_t remote_batch_max;     /* thread-private: blocks the batch may hold */
 } __attribute__((aligned(CM_CACHE_LINE))); /* records sit side by side: no line shared by two threads */
+_Static_assert(CM_NUM_CLASSES < 64, "a heap's class masks have a bit per class");
 
 /* A zeroed record of ref != 0 (space CM_SPACE_PLAIN), or NULL (no memory,
  * or all records in use). */
