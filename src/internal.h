@@ -312,18 +312,27 @@ CM_INLINE uint32_t cm_desc_block_index(const cm_desc_t *d, const void *p) {
  * Both sit in one word, owner_used = owner << 32 | used, so that the free
  * fast path tests both with one load and one compare (cm_free_fast_ok).
  * Only one thread writes the word at a time: the owner, or the thread
- * making d its own or giving it up (before it publishes d elsewhere);
- * other threads read the owner only. All relaxed: a thread finds its own
- * ref there only where it stored it itself, and the private fields it then
- * reads are its own; what others decide from a stale owner (which heap to
- * notify, whether a free is remote) is validated where it matters. */
+ * making d its own or giving it up (before it publishes d elsewhere).
+ * Loads are relaxed: a thread finds its own ref there only where it stored
+ * it itself, and the private fields it then reads are its own; what others
+ * decide from a stale owner (which heap to notify, whether a free is
+ * remote) is validated where it matters. The one other reader of the used
+ * count is the remote free that may hand an avail superblock's span on
+ * when the count says every block is back (rehome_if_idle): stores are
+ * releases and that load an acquire, so the owner's reads of the blocks
+ * it counted (walking its lists to settle a current superblock, or a
+ * chain of remote frees) happen before the span's next owner writes them.
+ * On x86-64 both are plain moves. */
 CM_INLINE uint64_t cm_desc_owner_used(const cm_desc_t *d) {
     return atomic_load_explicit(&d->owner_used, memory_order_relaxed);
 }
 CM_INLINE uint32_t cm_desc_owner(const cm_desc_t *d) { return (uint32_t)(cm_desc_owner_used(d) >> 32); }
 CM_INLINE uint32_t cm_desc_used(const cm_desc_t *d) { return (uint32_t)cm_desc_owner_used(d); }
+CM_INLINE uint32_t cm_desc_used_acquire(const cm_desc_t *d) {
+    return (uint32_t)atomic_load_explicit(&d->owner_used, memory_order_acquire);
+}
 CM_INLINE void cm_desc_set_owner_used(cm_desc_t *d, uint32_t owner, uint32_t used) {
-    atomic_store_explicit(&d->owner_used, (uint64_t)owner << 32 | used, memory_order_relaxed);
+    atomic_store_explicit(&d->owner_used, (uint64_t)owner << 32 | used, memory_order_release);
 }
 CM_INLINE void cm_desc_set_used(cm_desc_t *d, uint32_t used) { cm_desc_set_owner_used(d, cm_desc_owner(d), used); }
 CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_owner_used(d, owner, cm_desc_used(d)); }

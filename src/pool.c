@@ -516,7 +516,7 @@ static cm_anchor_t give_back(cm_desc_t *d, void *head, void *tail, uint32_t n, b
  * larger (an avail superblock's count only falls until it is claimed), so
  * it cannot make d look free. */
 static void rehome_if_idle(cm_desc_t *d, cm_anchor_t a) {
-    if (cm_anchor_count(a) != cm_desc_used(d)) return;
+    if (cm_anchor_count(a) != cm_desc_used_acquire(d)) return; /* acquire: internal.h, cm_desc_set_owner_used */
     cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
     if (h && atomic_load_explicit(&h->visiting, memory_order_relaxed)) return;
     atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
