@@ -29,16 +29,16 @@
 static void *_Atomic handed_q, *_Atomic handed_z;
 static atomic_int settled;
 
-static void *filled(size_t n, int tag) {
-    unsigned char *p = cm_malloc(n);
+/* Blocks carry the pattern of their seed (core_util.h), checked before their free. */
+static void *filled(size_t n, uint64_t seed) {
+    void *p = cm_malloc(n);
     CMT_CHECK(p, "cm_malloc(%zu)", n);
-    memset(p, tag, n);
+    cmt_fill(p, n, seed);
     return p;
 }
 
-static void check_and_free(void *p, size_t n, int tag) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i += 256) CMT_CHECK(b[i] == (unsigned char)tag, "block %p changed at %zu", p, i);
+static void verified_free(void *p, size_t n, uint64_t seed) {
+    CMT_VERIFY(p, n, seed, "block");
     cm_free(p);
 }
 
@@ -48,11 +48,11 @@ static void *helper(void *arg) {
     while (!(q = atomic_load_explicit(&handed_q, memory_order_acquire))) sched_yield();
     z = atomic_load_explicit(&handed_z, memory_order_acquire);
     while (!atomic_load_explicit(&settled, memory_order_relaxed)) sched_yield();
-    check_and_free(q, Q_SIZE, 0x51);
-    check_and_free(z, CLIMB_SIZE, 0x5a); /* hands the batch holding q over */
+    verified_free(q, Q_SIZE, 0x51);
+    verified_free(z, CLIMB_SIZE, 0x5a); /* hands the batch holding q over */
     void *mine[3];
     for (int i = 0; i < 3; i++) mine[i] = filled(Q_SIZE, 0x61 + i);
-    for (int i = 0; i < 3; i++) check_and_free(mine[i], Q_SIZE, 0x61 + i);
+    for (int i = 0; i < 3; i++) verified_free(mine[i], Q_SIZE, 0x61 + i);
     return NULL;
 }
 
@@ -61,15 +61,15 @@ int main(void) {
     CMT_CHECK(pthread_create(&t, NULL, helper, NULL) == 0, "pthread_create");
     void *q[3], *climb[CLIMB_BLOCKS];
     for (int i = 0; i < 3; i++) q[i] = filled(Q_SIZE, 0x51);
-    check_and_free(q[1], Q_SIZE, 0x51);
-    check_and_free(q[2], Q_SIZE, 0x51);
+    verified_free(q[1], Q_SIZE, 0x51);
+    verified_free(q[2], Q_SIZE, 0x51);
     climb[0] = filled(CLIMB_SIZE, 0x5a);
     atomic_store_explicit(&handed_z, climb[0], memory_order_release);
     atomic_store_explicit(&handed_q, q[0], memory_order_release);
     for (int i = 1; i < CLIMB_BLOCKS; i++) climb[i] = filled(CLIMB_SIZE, 0x5a);
     atomic_store_explicit(&settled, 1, memory_order_relaxed);
     pthread_join(t, NULL);
-    for (int i = 1; i < CLIMB_BLOCKS; i++) check_and_free(climb[i], CLIMB_SIZE, 0x5a);
+    for (int i = 1; i < CLIMB_BLOCKS; i++) verified_free(climb[i], CLIMB_SIZE, 0x5a);
     printf("quiet handoff: the settled superblock went on through a remote free and was reused\n");
     return 0;
 }
