@@ -509,7 +509,7 @@ CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align); /* a large block: 
 CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);
 CM_HIDDEN bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
-CM_HIDDEN bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target);
+CM_HIDDEN bool cm_os_move(void *p, size_t size, void *target);
 CM_HIDDEN bool cm_os_random(void *buf, size_t n);          /* false: getrandom failed, weaker fallback used */
 CM_HIDDEN bool cm_os_clock_in_vdso(void);
 CM_HIDDEN uintptr_t cm_os_main_program(void);                /* an address inside the main program (AT_PHDR) */
@@ -844,6 +844,7 @@ CM_HIDDEN void cm_large_free_remote(cm_desc_t *d);
 CM_HIDDEN void *cm_large_realloc(cm_desc_t *d, size_t size);
 CM_HIDDEN size_t cm_large_usable(const cm_desc_t *d);
 CM_HIDDEN bool cm_large_trim(void);
+CM_HIDDEN void cm_large_decay(void); /* unmap cached mappings idle past the decay time */
 
 /* ---------------------------------------------------------------- heaps */
 /* A bin's free blocks are not in its record but in the heap's bin_head

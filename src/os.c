@@ -210,25 +210,23 @@ void cm_os_decommit(void *p, size_t size) {
     cm_count(&cm_counters.returned, size);
 }
 
-/* Grow a mapping where it is, if the address space after it is free. */
+/* Grow a mapping where it is, if the address space after it is free: new
+ * pages mapped right behind it (mremap refuses to resize a range made of
+ * several mappings, as a large block assembled from moved pages is). */
 bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size) {
-    count_call();
-    long r = raw_syscall6(SYS_mremap, (long)p, (long)old_size, (long)new_size, 0, 0, 0);
-    if (raw_failed(r)) return false;
-    cm_count(&cm_counters.mapped, new_size - old_size);
-    cm_count(&cm_counters.committed, new_size - old_size);
-    return true;
+    return map_exactly_at((uintptr_t)p + old_size, new_size - old_size, PROT_READ | PROT_WRITE, 0) != NULL;
 }
 
-/* Move a mapping's pages (no copy) onto target, a reservation of new_size
- * bytes made by the caller, growing it; the old range is released. */
-bool cm_os_move(void *p, size_t old_size, size_t new_size, void *target) {
+/* Move the pages of [p, p + size) (no copy) onto target, inside a range
+ * the caller mapped; the old range is released. Moving without resizing,
+ * Linux 6.17 and later take a range made of several mappings; earlier
+ * ones refuse it (false). */
+bool cm_os_move(void *p, size_t size, void *target) {
     count_call();
-    long r = raw_syscall6(SYS_mremap, (long)p, (long)old_size, (long)new_size, MREMAP_MAYMOVE | MREMAP_FIXED,
-                          (long)target, 0);
+    long r = raw_syscall6(SYS_mremap, (long)p, (long)size, (long)size, MREMAP_MAYMOVE | MREMAP_FIXED, (long)target, 0);
     if (raw_failed(r)) return false;
-    cm_uncount(&cm_counters.mapped, old_size); /* the target was counted when reserved */
-    cm_uncount(&cm_counters.committed, old_size);
+    cm_uncount(&cm_counters.mapped, size); /* the target was counted when mapped */
+    cm_uncount(&cm_counters.committed, size);
     return true;
 }
 

@@ -710,6 +710,7 @@ bool cm_pool_trim(void) {
  * the one thread that scans), retire what idled, looking at DECAY_SCAN
  * descriptors per pass, round robin, so no malloc does unbounded work. */
 void cm_pool_decay(void) {
+    cm_large_decay(); /* a program that stopped using large blocks still gets their cache back */
     uint64_t now = cm_os_now_ns(), last = atomic_load_explicit(&last_decay_ns, memory_order_relaxed);
     if (now - last < CM_OPTION(decay_ns) / 4 ||
         (atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed) == 0 && !cm_arena_has_dirty()) ||

@@ -1,14 +1,20 @@
 /* unit_large_cache: which freed large mapping a large allocation reuses.
- *  - An exact fit among several sizes; else the smallest that fits; else
- *    the largest smaller one, grown.
- *  - The same above 16 units (1 MiB), where sizes share one list: the
- *    smallest that fits, split when it is over 8x the need.
+ *  - An exact fit among several sizes; else the smallest that fits, its
+ *    excess split off and cached if it is the need or more; else the
+ *    largest smaller one, grown.
+ *  - A block grown (by malloc or realloc) gets the pages of other cached
+ *    mappings moved in behind it, of 1 MiB or more or covering what is
+ *    missing; calloc's block reads as zeros all the same.
+ *  - The same choices above 16 units (1 MiB), where sizes share one list.
+ *  - A mapping idle past the decay time is unmapped by the pool's decay
+ *    pass (which small blocks' refills run), not only by large operations.
  *  - Two threads churning blocks of 2-40 units through the cache, every
  *    block patterned and checked before its free.
  * Driven through cm_malloc and cm_free in a fresh process: these are the
  * only large blocks. */
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "cagemalloc.h"
 #include "internal.h"
@@ -52,6 +58,7 @@ static void *churn(void *arg) {
 }
 
 int main(void) {
+    setenv("CAGEMALLOC_DECAY_MS", "50", 1); /* read at initialisation */
     cm_free(cm_malloc(1)); /* initialise */
     cm_large_trim();
     CHECK(cached_units() == 0, "an empty cache to start");
@@ -59,13 +66,64 @@ int main(void) {
     char *a3 = block(3), *a5 = block(5), *a8 = block(8);
     cm_free(a3), cm_free(a5), cm_free(a8);
     CHECK(cached_units() == 16, "three mappings cached (%zu units)", cached_units());
-    char *p5 = block(5), *p4 = block(4), *p6 = cm_malloc(6 * UNIT);
+    char *p5 = block(5), *p6 = block(6), *p4 = cm_malloc(4 * UNIT);
     expect("an exact fit", p5, a5);
-    expect("the smallest that fits", p4, a8);
-    CHECK(p6 && cached_units() == 0, "the largest smaller one, grown (%zu units left)", cached_units());
-    CHECK(p6[0] == 3 && p6[3 * UNIT - 1] == 3, "its pages moved with it");
-    memset(p6, 6, 6 * UNIT);
+    expect("the smallest that fits, its excess under the need kept with it", p6, a8);
+    CHECK(p4 && cached_units() == 0, "the largest smaller one, grown (%zu units left)", cached_units());
+    CHECK(p4[0] == 3 && p4[3 * UNIT - 1] == 3, "its pages moved with it");
+    memset(p4, 4, 4 * UNIT);
     cm_free(p5), cm_free(p4), cm_free(p6);
+    cm_large_trim();
+
+    char *b16 = block(16);
+    cm_free(b16);
+    char *s4 = block(4), *s12 = block(12);
+    expect("an excess of the need or more, split off", s4, b16);
+    expect("the tail, cached on its own", s12, b16 + 4 * UNIT);
+    CHECK(cached_units() == 0, "nothing left (%zu units)", cached_units());
+    cm_free(s4), cm_free(s12);
+    cm_large_trim();
+
+    /* 40 units grown to 60: the first 20 units of the cached 30 are moved
+     * in behind (their bytes come along); calloc's block reads as zeros */
+    for (int zeroed = 0; zeroed < 2; zeroed++) {
+        char *c40 = cm_malloc(40 * UNIT), *c30 = cm_malloc(30 * UNIT);
+        CHECK(c40 && c30, "cm_malloc");
+        memset(c40, 0x40, 40 * UNIT), memset(c30, 0x30, 30 * UNIT);
+        cm_free(c40), cm_free(c30);
+        char *r60 = zeroed ? cm_calloc(1, 60 * UNIT) : cm_malloc(60 * UNIT);
+        CHECK(r60 && cached_units() == 10, "the rest of the 30 cached (%zu units)", cached_units());
+        for (size_t off = 0; off < 60 * UNIT; off++) {
+            char want = zeroed ? 0 : off < 40 * UNIT ? 0x40 : 0x30;
+            CHECK(r60[off] == want, "%s: byte %zu is %d, want %d", zeroed ? "calloc" : "malloc", off, r60[off], want);
+        }
+        cm_free(r60);
+        cm_large_trim();
+    }
+
+    /* a cached mapping under 1 MiB that does not cover what is missing is
+     * not moved in: the grown part is fresh */
+    char *e40 = cm_malloc(40 * UNIT), *e8 = cm_malloc(8 * UNIT);
+    CHECK(e40 && e8, "cm_malloc");
+    memset(e40, 0x40, 40 * UNIT), memset(e8, 8, 8 * UNIT);
+    cm_free(e40), cm_free(e8);
+    char *g60 = cm_malloc(60 * UNIT);
+    CHECK(g60 && cached_units() == 8, "the small mapping left cached (%zu units)", cached_units());
+    CHECK(g60[0] == 0x40 && g60[40 * UNIT - 1] == 0x40 && g60[40 * UNIT] == 0 && g60[60 * UNIT - 1] == 0,
+          "the 40 grown with fresh pages");
+    cm_free(g60);
+    cm_large_trim();
+
+    /* realloc's growth takes cached pages too */
+    char *f20 = cm_malloc(20 * UNIT), *h30 = cm_malloc(30 * UNIT);
+    CHECK(f20 && h30, "cm_malloc");
+    memset(f20, 0x20, 20 * UNIT), memset(h30, 0x33, 30 * UNIT);
+    cm_free(h30);
+    char *f40 = cm_realloc(f20, 40 * UNIT);
+    CHECK(f40 && cached_units() == 10, "realloc took 20 of the cached 30 units (%zu left)", cached_units());
+    CHECK(f40[0] == 0x20 && f40[20 * UNIT - 1] == 0x20 && f40[20 * UNIT] == 0x33 && f40[40 * UNIT - 1] == 0x33,
+          "the block's bytes kept, the cached ones behind");
+    cm_free(f40);
     cm_large_trim();
 
     char *b20 = block(20), *b40 = block(40), *b100 = block(100);
@@ -73,16 +131,24 @@ int main(void) {
     char *q30 = block(30), *q17 = block(17), *q10 = block(10);
     expect("above 1 MiB: the smallest that fits", q30, b40);
     expect("a size above the exact lists", q17, b20);
-    expect("one over 8x the need, split", q10, b100);
+    expect("one over twice the need, split", q10, b100);
     CHECK(cached_units() == 90, "its tail cached (%zu units)", cached_units());
     cm_free(q30), cm_free(q17), cm_free(q10);
     cm_large_trim();
+
+    /* the small-block path's decay pass gives an idle cache back too */
+    cm_free(block(3));
+    CHECK(cached_units() == 3, "a mapping cached (%zu units)", cached_units());
+    struct timespec idle = {0, 120 * 1000 * 1000};
+    nanosleep(&idle, NULL);
+    cm_pool_decay();
+    CHECK(cached_units() == 0, "decayed by the pool's pass (%zu units left)", cached_units());
 
     pthread_t t[2];
     for (uintptr_t i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, churn, (void *)(i + 1)) == 0, "thread");
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     cm_large_trim();
     CHECK(cached_units() == 0, "trim empties the cache (%zu units left)", cached_units());
-    printf("large cache: exact fits, smallest fits, largest smaller grown, split; two threads churned\n");
+    printf("large cache: exact fits, smallest fits, split, largest smaller grown with cached pages moved in; decayed; two threads churned\n");
     return 0;
 }
