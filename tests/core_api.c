@@ -129,6 +129,18 @@ static void test_realloc(void)
     }
     errno = 0;
     CMT_CHECK(realloc(p, 0) == NULL, "realloc(p, 0) did not return NULL");
+
+    /* a small block serves what fits unless that frees over half of it */
+    p = malloc(1000);
+    use_block(p, 1000, seed, "malloc");
+    size_t usable = malloc_usable_size(p);
+    CMT_CHECK(realloc_checked(p, 1000, seed, usable, seed + 1) == p, "realloc to the usable size moved the block");
+    CMT_CHECK(realloc_checked(p, usable, seed + 1, usable / 2 + 1, seed + 2) == p, "realloc to over half moved it");
+    void *q = realloc_checked(p, usable / 2 + 1, seed + 2, 100, seed + 3);
+    CMT_CHECK(malloc_usable_size(q) < usable / 2, "realloc to 100 bytes kept %zu", malloc_usable_size(q));
+    q = realloc_checked(q, 100, seed + 3, usable + 1, seed + 4);
+    CMT_CHECK(malloc_usable_size(q) > usable, "realloc past the usable size: %zu", malloc_usable_size(q));
+    free(q);
 }
 
 /* Dirty blocks, free them, calloc the same size: the memory must read zero,
