@@ -10,15 +10,13 @@
  *
  * Freed mappings are kept in a small cache and reused: mapping and faulting in
  * every large block anew made mimalloc and jemalloc 7x slower than glibc on a
- * 5-25 MiB workload on this kind of VM. A block takes from a cached mapping
- * what it needs and leaves the rest cached (past twice the need); one that
- * needs more than the mapping has gets the pages of other cached mappings
- * moved in behind (mremap: page tables move, nothing is faulted in or
- * copied), so resident memory is the live blocks and the cache, not the
- * largest sizes seen. 64 slots: with 32, two threads churning 128-256 KiB
+ * 5-25 MiB workload on this kind of VM. A block that needs more than the
+ * best cached mapping has gets the pages of other cached mappings moved in
+ * behind it (mremap: page tables move, nothing is faulted in or copied).
+ * 64 slots: with 32, two threads churning 128-256 KiB
  * blocks (bench/ mixed) overflowed it and unmapped, mapped and faulted in
  * again (2,600 munmaps, twice the page faults, 1.2x the time). The cache is
- * bounded in bytes (cache_bound), and mappings idle longer than
+ * bounded in bytes (CAGEMALLOC_LARGE_CACHE), and mappings idle longer than
  * CAGEMALLOC_DECAY_MS are unmapped by whichever large operation or pool
  * decay pass notices, or by malloc_trim. */
 #include <string.h>
@@ -26,10 +24,12 @@
 #include "internal.h"
 
 #define CACHE_SLOTS 64
+#define SPLIT_MIN ((size_t)1 << 20) /* a reused mapping's excess beyond this (and over 8x the need) is split off */
 /* A block moves cached pages in behind it from mappings of at least this
  * (or one that covers what is missing): every piece it is made of stays a
- * mapping of its own in the kernel, where smaller pieces made a program
- * churning 5-25 MiB blocks go from 60 mappings to 1,500. */
+ * mapping of its own in the kernel (with blocks split at 2x the need,
+ * smaller pieces took a program churning 5-25 MiB blocks from 60 kernel
+ * mappings to 1,500). */
 #define FILL_MIN ((size_t)1 << 20)
 
 /* A slot holds {in the cage:1, size in units:31, descriptor ref:32}, 0 when
@@ -91,23 +91,10 @@ static void release(cm_desc_t *d) {
 
 /* ------------------------------------------------------------ the cache */
 
-/* The cache's bound: CAGEMALLOC_LARGE_CACHE, or half the bytes of the live
- * large blocks if that is more (and the option is not 0). Blocks taken from
- * the cache carry no excess (it is split off), so the cache is what absorbs
- * the swings of a program's large working set: on mimalloc-bench's
- * malloc-large (5-25 MiB blocks, 300 MiB live) a fixed 64 MiB unmapped
- * 69 mappings whose 950 MiB the program then faulted in anew (1.25x the
- * time); half the live bytes kept them. */
-static size_t cache_bound(void) {
-    size_t option = CM_OPTION(large_cache);
-    size_t half_live = atomic_load_explicit(&cm_counters.large_live, memory_order_relaxed) / 2;
-    return option && half_live > option ? half_live : option;
-}
-
 static bool cache_put(cm_desc_t *d) {
     size_t bytes = d->map_size;
     size_t before = atomic_fetch_add_explicit(&cm_counters.large_cached, bytes, memory_order_relaxed);
-    if (before + bytes > cache_bound()) {
+    if (before + bytes > CM_OPTION(large_cache)) {
         cm_uncount(&cm_counters.large_cached, bytes);
         return false;
     }
@@ -339,11 +326,15 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
     cm_desc_t *d = cache_take(need, CM_UNIT_SIZE, align, space);
     if (d) {
         size_t stale = d->map_size; /* bytes that hold old contents */
-        /* an excess under the need stays with the block: split off at 1.5x
-         * the need or at 1 MiB, it took malloc-large's peak RSS 4-9% lower
-         * but left 1.6-2.7x as many kernel mappings (a piece moved in
-         * behind a block stays a mapping of its own) */
-        if (d->map_size > need && d->map_size - need >= need) split(d, need);
+        /* a reused mapping is handed out whole unless it is over 8x the need:
+         * its pages are resident already. Split off at 2x, the excess went
+         * to the cache and came back as pieces moved in behind later, larger
+         * blocks: mimalloc-bench's malloc-large peaked 13% lower (467 MiB,
+         * not 537), but bench/'s large took 2.5-3.5x the time, every block
+         * made of a dozen kernel mappings that each mremap moves one by one
+         * (250 us a call); trimmed instead, a larger block faulted them in
+         * again (2.1 s at 2x, 0.1 s at 8x on a 5-25 MiB workload) */
+        if (d->map_size > 8 * need && d->map_size >= need + SPLIT_MIN) split(d, need);
         if (d->map_size < need) {
             if (grow(d, need, align)) {
                 stale += fill_grown(d, stale);
