@@ -72,9 +72,9 @@ def plot_ratios(plt, names, rows, baseline, time_png, rss_png):
     peers = [n for n in names if not n.startswith("cagemalloc")]
     colors = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
 
-    def ratio(row, key, name):
-        base = row[key].get(baseline)
-        return row[key][name] / base if base else float("nan")
+    def ratio(row, key, name):  # nan where the allocator has no result (every run failed)
+        base, value = row[key].get(baseline), row[key].get(name)
+        return value / base if base and value is not None else float("nan")
 
     for key, title, fname in (("time", "Time", time_png), ("rss", "Peak RSS", rss_png)):
         cols = 4
@@ -91,7 +91,7 @@ def plot_ratios(plt, names, rows, baseline, time_png, rss_png):
                         linewidth=2.6 if n == "cagemalloc" else 1.0, alpha=1.0 if mine or n == baseline else 0.75,
                         linestyle="-" if n == "cagemalloc" or not mine else "--", markersize=4 if mine else 3)
             if peers:
-                best = [min(peers, key=lambda n: ratio(r, key, n)) for r in brows]
+                best = [min((n for n in peers if n in r[key]), key=lambda n: ratio(r, key, n)) for r in brows]
                 ax.scatter(threads, [ratio(r, key, b) for r, b in zip(brows, best)], s=110, facecolors="none",
                            edgecolors=[colors[b] for b in best], linewidths=1.5, zorder=5)
             ax.axhline(1.0, color="black", linewidth=0.6)
