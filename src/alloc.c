@@ -14,10 +14,22 @@ void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero) {
         errno = ENOMEM;
         return NULL;
     }
-    if (size <= CM_SMALL_MAX) /* calloc with an empty bin: the refill zeroes (or knows it is zero) */
-        return cm_heap_refill_alloc(h, cm_size_to_class(size), zero);
+    if (size <= CM_SMALL_MAX) { /* calloc (its fast path stops at CM_FINE_MAX) */
+        unsigned cls = cm_size_to_class(size);
+        void **head = &h->bin_head[cls];
+        if (*head != NULL) {
+            void *b = cm_bin_pop(head);
+            return zero ? memset(b, 0, size) : b;
+        }
+        return cm_heap_refill_alloc(h, cls, zero); /* the refill zeroes (or knows it is zero) */
+    }
     cm_ensure_init();
     return cm_heap_large_alloc(h, size, 0, zero);
+}
+
+void *cm_alloc_medium(cm_heap_t *h, size_t size) {
+    if (cm_likely(size <= CM_SMALL_MAX)) return cm_heap_alloc_class(h, cm_coarse_size_to_class(size));
+    return cm_alloc_generic(h, size, false);
 }
 
 /* p is not a small block in use: say precisely what it is, then abort. A

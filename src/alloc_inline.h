@@ -11,6 +11,7 @@
 #include "internal.h"
 
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero);
+CM_HIDDEN CM_NOINLINE void *cm_alloc_medium(cm_heap_t *h, size_t size);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
 CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
 CM_HIDDEN CM_NOINLINE void cm_free_outside_arena(void *p);
@@ -28,21 +29,24 @@ CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
     return cm_heap_refill_alloc(h, cls, false);
 }
 
-/* A block of `size` from h's bin if the size is small and the bin has
- * one, else NULL: the fast path alone, for callers with a slow path of
- * their own (calloc, operator new). */
+/* A block of `size` from h's bin if the size is at most CM_FINE_MAX and
+ * the bin has one, else NULL: the fast path alone, for callers with a slow
+ * path of their own (calloc, operator new). */
 CM_INLINE void *cm_heap_try_pop(cm_heap_t *h, size_t size) {
-    if (cm_likely(size <= CM_SMALL_MAX)) {
-        void **head = &h->bin_head[cm_size_to_class(size)];
+    if (cm_likely(size <= CM_FINE_MAX)) {
+        void **head = &h->bin_head[cm_fine_size_to_class(size)];
         if (cm_likely(*head != NULL)) return cm_bin_pop(head);
     }
     return NULL;
 }
 
-/* malloc is this with the calling thread's default heap. */
+/* malloc is this with the calling thread's default heap. Blocks over
+ * CM_FINE_MAX come from their bins too, a call away (cm_alloc_medium): a
+ * jump more for a block whose use costs far more, and a short lookup table
+ * for the sizes that are most of the calls (internal.h). */
 CM_INLINE void *cm_heap_malloc_inline(cm_heap_t *h, size_t size) {
-    if (cm_likely(size <= CM_SMALL_MAX)) return cm_heap_alloc_class(h, cm_size_to_class(size));
-    return cm_alloc_generic(h, size, false);
+    if (cm_likely(size <= CM_FINE_MAX)) return cm_heap_alloc_class(h, cm_fine_size_to_class(size));
+    return cm_alloc_medium(h, size);
 }
 
 CM_INLINE void *cm_malloc_inline(size_t size) { return cm_heap_malloc_inline(cm_my_heap(), size); }

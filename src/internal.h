@@ -158,9 +158,15 @@ typedef struct cm_block_check {
 
 _Static_assert(CM_CLASS_INFO_LEN == CM_CLASS_VALUES, "every page-map class value has an entry");
 
-/* size <= CM_SMALL_MAX: computed in 32 bits, whose instructions take no
- * REX prefix (2 bytes off malloc's path) */
-CM_INLINE unsigned cm_size_to_class(size_t size) { return cm_class_by_8[((uint32_t)size + 7) >> 3]; }
+/* size <= CM_FINE_MAX, malloc's fast path: computed in 32 bits, whose
+ * instructions take no REX prefix (2 bytes off malloc's path) */
+CM_INLINE unsigned cm_fine_size_to_class(size_t size) { return cm_class_by_8[((uint32_t)size + 7) >> 3]; }
+/* CM_FINE_MAX < size <= CM_SMALL_MAX (any size up to it, in fact) */
+CM_INLINE unsigned cm_coarse_size_to_class(size_t size) { return cm_class_by_128[((uint32_t)size + 127) >> 7]; }
+/* size <= CM_SMALL_MAX */
+CM_INLINE unsigned cm_size_to_class(size_t size) {
+    return size <= CM_FINE_MAX ? cm_fine_size_to_class(size) : cm_coarse_size_to_class(size);
+}
 
 /* True if p is the start of a block of a superblock of class cls (spans
  * are aligned to their size); cls is any page-map class value. With

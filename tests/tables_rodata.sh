@@ -11,7 +11,7 @@ set -eu
 fail=0
 sections=$(readelf -SW "$CM_LIB" | sed -n 's/^ *\[ *\([0-9]*\)\] *\([^ ]*\) .*/\1 \2/p')
 rodata=$(printf '%s\n' "$sections" | awk '$2 == ".rodata" {print $1}')
-for table in cm_class_info cm_class_by_8; do
+for table in cm_class_info cm_class_by_8 cm_class_by_128; do
     where=$(readelf -sW "$CM_LIB" | awk -v t="$table" '$8 == t {print $7}')
     copies=$(printf '%s\n' "$where" | grep -c . || true)
     if [ "$copies" != 1 ] || [ "$where" != "$rodata" ]; then
