@@ -427,10 +427,6 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
 
 /* ------------------------------------------------------------ free */
 
-/* free of a small block that is not of the current superblock of the bin
- * free tried first (the default heap's, or for cm_cage_free the default
- * cage heap's): the owner pushes it on the superblock's local list with
- * plain stores; the slow path takes the rest. */
 /* The free fast path stops here for a block of d that another thread owns
  * (or none), that looks free already, of a parked superblock, or that may
  * be d's last block out. */
