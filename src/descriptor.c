@@ -1,7 +1,7 @@
 /* descriptor.c: the descriptor pool and the lock-free descriptor stacks.
  *
  * All descriptors live in one region reserved at init (up to
- * CM_MAX_DESCRIPTORS * 64 bytes, closed and opened 1 MiB at a time as
+ * CM_MAX_DESCRIPTORS * 128 bytes, closed and opened 1 MiB at a time as
  * descriptors are handed out, reservation.c) and are never returned to the
  * OS. That makes them type-stable: a thread holding a stale reference may
  * read one at any time and see a descriptor, never unmapped memory. A

@@ -18,7 +18,7 @@
  *              reuse, and an all-free chunk keeps its address space (not its
  *              pages) until a trim or a failed mapping unmaps it (never, in
  *              the arena's reservation).
- *  descriptor  64 bytes of metadata for one superblock or one large block:
+ *  descriptor  128 bytes of metadata for one superblock or one large block:
  *              its anchor word, its list link, its geometry. Descriptors live
  *              in one reserved region and are never unmapped, so a stale read
  *              of one is harmless; a 32-bit "ref" names one (index in region).
@@ -114,6 +114,13 @@
  * lines cost threadtest and xmalloc 7% (same instructions). */
 #define CM_HOT_ENTRY __attribute__((aligned(64)))
 #define CM_CACHE_LINE 64
+/* Data that different threads write must not share an aligned pair of
+ * lines either: the adjacent-line prefetcher fetches both lines of a pair,
+ * so a write to one takes the other from the core that holds it. Two
+ * threads freeing into superblocks whose 64-byte descriptors shared a pair
+ * ran glibc-thread-2 at 0.5-0.8x their speed in one run out of three
+ * (BENCHMARKS.md, "Descriptors a pair of lines apart"). */
+#define CM_SHARING_SPAN 128
 
 /* ---------------------------------------------------------------- geometry */
 #define CM_UNIT_SHIFT 16                        /* page-map granularity: 64 KiB */
@@ -126,14 +133,16 @@
 #define CM_PAGE_SIZE ((size_t)4096)
 #define CM_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * CM_CHUNK_SIZE)
 
-/* Page-map entry: {ref:26, class:6}. Class 0 = not a small block (large,
- * or retired, or not ours: the descriptor decides); CM_CLASS_LARGE = large. */
+/* Page-map entry: {ref:25, 0:1, class:6}, so that without its class it is
+ * its descriptor's byte offset (cm_desc_of_entry). Class 0 = not a small
+ * block (large, or retired, or not ours: the descriptor decides);
+ * CM_CLASS_LARGE = large. */
 #define CM_ENTRY_CLASS_BITS 6
 #define CM_ENTRY_CLASS_MASK ((1u << CM_ENTRY_CLASS_BITS) - 1)
-#define CM_ENTRY_REF_SHIFT CM_ENTRY_CLASS_BITS
+#define CM_ENTRY_REF_SHIFT 7
 #define CM_CLASS_LARGE 63u
-#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 128 MiB of descriptors if we can, */
-#define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 512 KiB */
+#define CM_MAX_DESCRIPTORS ((uint32_t)1 << 21)  /* reserve 256 MiB of descriptors if we can, */
+#define CM_MIN_DESCRIPTORS ((uint32_t)1 << 13)  /* else less under RLIMIT_AS, down to 1 MiB */
 
 typedef struct cm_class_info {
     uint32_t block_size;   /* bytes per block: 8, or a multiple of 16 */
@@ -254,9 +263,9 @@ typedef struct cm_desc {
     _Atomic uint32_t heap;       /* ref of the owning heap, 0 if none (large: or CM_HEAP_ZOMBIE) */
     _Atomic uint64_t idle_since; /* when it became completely free / entered the large cache (ns) */
     uint32_t prev, link;         /* owner-private: the heap list it is on (CM_AT_*); the first one's prev names the last */
-} __attribute__((aligned(CM_CACHE_LINE))) cm_desc_t;
+} __attribute__((aligned(CM_SHARING_SPAN))) cm_desc_t;
 
-_Static_assert(sizeof(cm_desc_t) == CM_CACHE_LINE, "a descriptor is one cache line");
+_Static_assert(sizeof(cm_desc_t) == CM_SHARING_SPAN, "a descriptor is a pair of lines: its owner's writes reach no other's");
 
 /* The descriptor region, set once at init (cm_desc_make_region). Until
  * then, and for good if init found no address space for it, it names a
@@ -283,7 +292,7 @@ CM_INLINE cm_desc_t *cm_desc_from_ref(uint32_t ref) { return cm_desc_base() + re
  * the byte offset (one AND, no shift). */
 _Static_assert(sizeof(cm_desc_t) == 1u << CM_ENTRY_REF_SHIFT, "an entry without its class is its descriptor's offset");
 CM_INLINE cm_desc_t *cm_desc_of_entry(uint32_t entry) {
-    return (cm_desc_t *)((char *)cm_desc_base() + (entry & ~CM_ENTRY_CLASS_MASK));
+    return (cm_desc_t *)((char *)cm_desc_base() + (entry & ~((1u << CM_ENTRY_REF_SHIFT) - 1)));
 }
 
 CM_INLINE uint32_t cm_desc_ref(const cm_desc_t *d) { return (uint32_t)(d - cm_desc_base()); }
