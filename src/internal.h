@@ -118,8 +118,9 @@
  * lines either: the adjacent-line prefetcher fetches both lines of a pair,
  * so a write to one takes the other from the core that holds it. Two
  * threads freeing into superblocks whose 64-byte descriptors shared a pair
- * ran glibc-thread-2 at 0.5-0.8x their speed in one run out of three
- * (BENCHMARKS.md, "Descriptors a pair of lines apart"). */
+ * ran at 0.5-0.8x their speed (glibc-thread-2 in one run in eight,
+ * bench/lockstep every time: BENCHMARKS.md, "Descriptors a pair of lines
+ * apart"). */
 #define CM_SHARING_SPAN 128
 
 /* ---------------------------------------------------------------- geometry */
@@ -905,6 +906,9 @@ struct cm_heap {
     void *remote_batch_tail;       /* thread-private: the batch's first block, its link NULL */
     uint32_t remote_batch_max;     /* thread-private: blocks the batch may hold */
 } __attribute__((aligned(CM_CACHE_LINE))); /* records sit side by side: no line shared by two threads */
+/* (A pair of lines is, at every other boundary, unlike descriptors: with the
+ * hot bins at one end and remote-free state at the other, 128-byte records
+ * measured the same and would take an empty heap over 1 KiB.) */
 _Static_assert(CM_NUM_CLASSES < 64, "a heap's class masks have a bit per class");
 
 /* A zeroed record of ref != 0 (space CM_SPACE_PLAIN), or NULL (no memory,
