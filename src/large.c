@@ -91,7 +91,10 @@ static void release(cm_desc_t *d) {
 
 /* ------------------------------------------------------------ the cache */
 
-static bool cache_put(cm_desc_t *d) {
+/* Cache d, idle since `since`: now for a mapping just freed; a mapping
+ * taken only to be looked at and put back keeps its age, or a purge pass
+ * every quarter of the decay time would keep it young for ever. */
+static bool cache_put_aged(cm_desc_t *d, uint64_t since) {
     size_t bytes = d->map_size;
     size_t before = atomic_fetch_add_explicit(&cm_counters.large_cached, bytes, memory_order_relaxed);
     if (before + bytes > CM_OPTION(large_cache)) {
@@ -99,7 +102,7 @@ static bool cache_put(cm_desc_t *d) {
         return false;
     }
     mark(d, 0); /* a free of the stale pointer is now reported as a double free */
-    atomic_store_explicit(&d->idle_since, cm_os_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->idle_since, since, memory_order_relaxed);
     uint64_t w = slot_make(d);
     for (unsigned i = 0; i < CACHE_SLOTS; i++) {
         uint64_t empty = 0;
@@ -113,6 +116,13 @@ static bool cache_put(cm_desc_t *d) {
     }
     cm_uncount(&cm_counters.large_cached, bytes);
     return false;
+}
+
+static bool cache_put(cm_desc_t *d) { return cache_put_aged(d, cm_os_now_ns()); }
+
+/* Put back a mapping taken from the cache but not used. */
+static bool cache_return(cm_desc_t *d) {
+    return cache_put_aged(d, atomic_load_explicit(&d->idle_since, memory_order_relaxed));
 }
 
 /* Take slot i if it still holds w; acquire pairs with cache_put's release. */
@@ -162,7 +172,7 @@ static cm_desc_t *cache_take(size_t need, size_t least, size_t align, unsigned s
     for (unsigned list = first; !d && list <= MORE_UNITS; list++) d = take_from_list(list, need, space);
     for (unsigned list = first; !d && list-- > last;) d = take_from_list(list, need, space);
     if (!d || ((uintptr_t)d->base & (align - 1)) == 0) return d;
-    if (!cache_put(d)) release(d);
+    if (!cache_return(d)) release(d);
     return NULL;
 }
 
@@ -183,7 +193,7 @@ static void purge_old(bool everything) {
         cm_desc_t *d = cache_take_slot(i, w);
         if (!d) continue;
         uint64_t idle = now - atomic_load_explicit(&d->idle_since, memory_order_relaxed);
-        if (everything || idle >= CM_OPTION(decay_ns) || !cache_put(d)) release(d);
+        if (everything || idle >= CM_OPTION(decay_ns) || !cache_return(d)) release(d);
     }
 }
 

@@ -7,7 +7,9 @@
  *    missing; calloc's block reads as zeros all the same.
  *  - The same choices above 16 units (1 MiB), where sizes share one list.
  *  - A mapping idle past the decay time is unmapped by the pool's decay
- *    pass (which small blocks' refills run), not only by large operations.
+ *    pass (which small blocks' refills run), not only by large operations,
+ *    also when passes come every few milliseconds (each one looks at it
+ *    and puts it back: that must not make it young again).
  *  - Two threads churning blocks of 2-40 units through the cache, every
  *    block patterned and checked before its free.
  * Driven through cm_malloc and cm_free in a fresh process: these are the
@@ -134,6 +136,16 @@ int main(void) {
     nanosleep(&idle, NULL);
     cm_pool_decay();
     CHECK(cached_units() == 0, "decayed by the pool's pass (%zu units left)", cached_units());
+
+    /* passes every few milliseconds, each taking the mapping to look at its
+     * age and putting it back, do not keep it young */
+    cm_free(block(3));
+    struct timespec tick = {0, 5 * 1000 * 1000};
+    for (int i = 0; i < 60 && cached_units() != 0; i++) {
+        nanosleep(&tick, NULL);
+        cm_pool_decay();
+    }
+    CHECK(cached_units() == 0, "decayed under frequent passes (%zu units left)", cached_units());
 
     pthread_t t[2];
     for (uintptr_t i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, churn, (void *)(i + 1)) == 0, "thread");
