@@ -861,6 +861,9 @@ CM_HIDDEN void *cm_large_realloc(cm_desc_t *d, size_t size);
 CM_HIDDEN size_t cm_large_usable(const cm_desc_t *d);
 CM_HIDDEN bool cm_large_trim(void);
 CM_HIDDEN void cm_large_decay(void); /* unmap cached mappings idle past the decay time */
+/* Fresh pages were claimed for superblocks: the cache gives as many back
+ * (per MiB of such growth), so memory nobody reuses is not held beside it. */
+CM_HIDDEN void cm_large_give_way(size_t bytes);
 
 /* ---------------------------------------------------------------- heaps */
 /* A bin's free blocks are not in its record but in the heap's bin_head

@@ -18,7 +18,9 @@
  * again (2,600 munmaps, twice the page faults, 1.2x the time). The cache is
  * bounded in bytes (CAGEMALLOC_LARGE_CACHE), and mappings idle longer than
  * CAGEMALLOC_DECAY_MS are unmapped by whichever large operation or pool
- * decay pass notices, or by malloc_trim. */
+ * decay pass notices, or by malloc_trim. While the process claims fresh
+ * pages for superblocks, the cache gives as many bytes back: what no large
+ * block reused is not kept beside what replaced it. */
 #include <string.h>
 
 #include "internal.h"
@@ -205,14 +207,67 @@ bool cm_large_trim(void) {
     return had;
 }
 
-/* ------------------------------------------------------------ blocks */
+/* ------------------------------------------------------------ giving way */
 
-static size_t round_to_unit(size_t size) { return (size + CM_UNIT_SIZE - 1) & ~(CM_UNIT_SIZE - 1); }
-
+/* Cut d's mapping down to its first `size` bytes. */
 static void shrink(cm_desc_t *d, size_t size) {
     unmap_range(d->base + size, d->map_size - size);
     d->map_size = size;
 }
+
+/* Bytes of fresh pages claimed for superblocks since the cache last gave
+ * way to them, counted while anything is cached. */
+static _Atomic size_t fresh_claimed;
+#define GIVE_WAY_STEP ((size_t)1 << 20) /* one pass (and its munmaps) per MiB of growth */
+
+/* The cached mapping idle longest, taken; NULL if none. Reading the
+ * descriptor a slot names without owning it is safe (descriptors are never
+ * unmapped) and a stale age only makes a worse choice. */
+static cm_desc_t *take_oldest(void) {
+    for (int attempt = 0; attempt < 4; attempt++) {
+        unsigned best = CACHE_SLOTS;
+        uint64_t best_w = 0, best_since = UINT64_MAX;
+        for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+            uint64_t w = atomic_load_explicit(&cache_slots[i], memory_order_relaxed);
+            if (w == 0) continue;
+            uint64_t since = atomic_load_explicit(&cm_desc_from_ref((uint32_t)w)->idle_since, memory_order_relaxed);
+            if (since < best_since) best = i, best_w = w, best_since = since;
+        }
+        if (best == CACHE_SLOTS) return NULL;
+        cm_desc_t *d = cache_take_slot(best, best_w);
+        if (d) return d;
+    }
+    return NULL;
+}
+
+/* Unmap `bytes` (a multiple of the unit) of cached mappings, the oldest
+ * first, a mapping larger than what is left losing its tail. */
+static void give_way(size_t bytes) {
+    while (bytes) {
+        cm_desc_t *d = take_oldest();
+        if (!d) return;
+        if (d->map_size > bytes) {
+            shrink(d, d->map_size - bytes);
+            if (!cache_return(d)) release(d);
+            return;
+        }
+        bytes -= d->map_size;
+        release(d);
+    }
+}
+
+void cm_large_give_way(size_t bytes) {
+    if (atomic_load_explicit(&cm_counters.large_cached, memory_order_relaxed) == 0) return;
+    /* relaxed: the count only paces the passes; a pass that misses a
+     * concurrent add leaves it for the next */
+    size_t total = atomic_fetch_add_explicit(&fresh_claimed, bytes, memory_order_relaxed) + bytes;
+    if (total < GIVE_WAY_STEP) return;
+    give_way(atomic_exchange_explicit(&fresh_claimed, 0, memory_order_relaxed));
+}
+
+/* ------------------------------------------------------------ blocks */
+
+static size_t round_to_unit(size_t size) { return (size + CM_UNIT_SIZE - 1) & ~(CM_UNIT_SIZE - 1); }
 
 /* Cut d down to size and keep the tail, whose pages are already faulted in,
  * in the cache as a mapping of its own (unmapped if that fails). */

@@ -74,6 +74,7 @@ static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space, b
     }
     d->span_shift = (uint8_t)shift;
     assign_class(d, cls, state);
+    if (!*dirty) cm_large_give_way(span_size(d));
     return d;
 }
 

@@ -10,6 +10,8 @@
  *    pass (which small blocks' refills run), not only by large operations,
  *    also when passes come every few milliseconds (each one looks at it
  *    and puts it back: that must not make it young again).
+ *  - Fresh pages claimed for superblocks take the cache's place: it gives
+ *    as many bytes back, oldest mappings first.
  *  - Two threads churning blocks of 2-40 units through the cache, every
  *    block patterned and checked before its free.
  * Driven through cm_malloc and cm_free in a fresh process: these are the
@@ -147,11 +149,38 @@ int main(void) {
     }
     CHECK(cached_units() == 0, "decayed under frequent passes (%zu units left)", cached_units());
 
+    /* superblocks made of fresh pages take the cache's place: 3 MiB of
+     * them (16 KiB blocks; a span or two may reuse units freed earlier)
+     * give at least 2 MiB of the cached 40 units back, the mapping
+     * losing its tail */
+    char *cached = block(40);
+    cm_free(cached);
+    CHECK(cached_units() == 40, "a mapping cached (%zu units)", cached_units());
+    enum { SMALL = 192, SMALL_SIZE = 16384 };
+    char *small[SMALL];
+    for (int i = 0; i < SMALL; i++) {
+        small[i] = cm_malloc(SMALL_SIZE);
+        CHECK(small[i], "cm_malloc(%d)", SMALL_SIZE);
+        memset(small[i], i, SMALL_SIZE);
+    }
+    size_t left = cached_units();
+    CHECK(left <= 8, "at least 2 MiB given way (%zu units left of 40)", left);
+    if (left) {
+        char *again = block(left);
+        expect("what is left of it", again, cached);
+        cm_free(again);
+    }
+    for (int i = 0; i < SMALL; i++) {
+        for (int off = 0; off < SMALL_SIZE; off += 512) CHECK(small[i][off] == (char)i, "block %d changed", i);
+        cm_free(small[i]);
+    }
+    cm_large_trim();
+
     pthread_t t[2];
     for (uintptr_t i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, churn, (void *)(i + 1)) == 0, "thread");
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     cm_large_trim();
     CHECK(cached_units() == 0, "trim empties the cache (%zu units left)", cached_units());
-    printf("large cache: exact fits, smallest fits, largest smaller grown with cached pages moved in, split past 8x; decayed; two threads churned\n");
+    printf("large cache: exact fits, smallest fits, largest smaller grown with cached pages moved in, split past 8x; decayed; gave way to fresh superblocks; two threads churned\n");
     return 0;
 }
