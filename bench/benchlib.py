@@ -1,14 +1,24 @@
-"""benchlib: what bench/run and bench/mimalloc-bench share: the summary
-arithmetic, the machine line of a report, a fresh copy of a library for
-each run, and the small-multiples plots of ratios to the baseline
-allocator."""
+"""benchlib: what the bench scripts share: the summary arithmetic, the
+machine line of a report, a fresh copy of a library for each run, the
+small-multiples plots of ratios to the baseline allocator; and for the
+scripts that run whole programs (bench/mimalloc-bench, bench/programs): the
+allocators (Debian's peers, peers built from checkouts, cagemalloc and its
+variants), the check that each preload takes effect, the interleaved rounds
+and the ratio tables."""
 import contextlib
 import math
 import os
 import platform
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+CAGEMALLOC = os.path.join(ROOT, "build", "libcagemalloc.so")
 
 
 def geomean(xs):
@@ -116,3 +126,170 @@ def plot_ratios(plt, names, rows, baseline, time_png, rss_png):
         fig.tight_layout(rect=(0, 0.05, 1, 0.96))
         fig.savefig(fname, dpi=100)
         plt.close(fig)
+
+
+# ------------------------------------------------- allocators for whole programs
+
+def add_allocator_options(p):
+    p.add_argument("--allocators", default="", help="comma-separated allocator names")
+    p.add_argument("--build-peer", action="append", default=[],
+                   help="NAME:CHECKOUT with NAME snmalloc, rpmalloc or lrmalloc: build it and run it")
+    p.add_argument("--lib", action="append", default=[], help="NAME:PATH: also run this library as NAME")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME:KEY=VAL[,KEY=VAL]: also run cagemalloc with this environment as NAME")
+
+
+def build_peer(name, checkout, out):
+    """The recipes of ../shared/bench/mimalloc-bench.md; returns the library."""
+    checkout = os.path.abspath(os.path.expanduser(checkout))
+    if name == "snmalloc":
+        build = os.path.join(out, "build-snmalloc")
+        subprocess.run(["cmake", "-S", checkout, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                        "-DSNMALLOC_BUILD_TESTING=OFF"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["ninja", "-C", build, "snmallocshim"], check=True, stdout=subprocess.DEVNULL)
+        return os.path.join(build, "libsnmallocshim.so")
+    if name == "rpmalloc":
+        subprocess.run(["python3", "configure.py", "--toolchain", "gcc", "-c", "release", "-a", "x86-64"],
+                       check=True, cwd=checkout, stdout=subprocess.DEVNULL)
+        ninja = os.path.join(checkout, "build.ninja")
+        with open(ninja) as f:
+            text = f.read()
+        with open(ninja, "w") as f:
+            f.write(text.replace("-Werror", ""))
+        subprocess.run(["ninja"], check=True, cwd=checkout, stdout=subprocess.DEVNULL)
+        return os.path.join(checkout, "bin", "linux", "release", "x86-64", "librpmalloc.so")
+    if name == "lrmalloc":
+        subprocess.run(["make", "-j", str(os.cpu_count())], check=True, cwd=checkout, stdout=subprocess.DEVNULL)
+        return os.path.join(checkout, "liblrmalloc.so")
+    raise SystemExit(f"--build-peer: no recipe for {name} (snmalloc, rpmalloc or lrmalloc)")
+
+
+def allocators(args, out):
+    """[(name, library or None for glibc, extra environment)]: glibc, the
+    Debian peers installed, --build-peer's, cagemalloc (rebuilt by make),
+    --lib's and --variant's, filtered by --allocators."""
+    found = [("glibc", None, {})]
+    for name, lib in (("jemalloc", "libjemalloc.so.2"), ("tcmalloc", "libtcmalloc_minimal.so.4"),
+                      ("mimalloc", "libmimalloc.so.2")):
+        path = os.path.join(LIBDIR, lib)
+        if os.path.exists(path):
+            found.append((name, path, {}))
+        else:
+            print(f"warning: {name} not installed ({path}); skipped", file=sys.stderr)
+    for spec in args.build_peer:
+        name, _, checkout = spec.partition(":")
+        found.append((name, build_peer(name, checkout, out), {}))
+    # always (make rebuilds only what changed): an existing library may be stale: a comparison once ran the library before a change under both names
+    subprocess.run(["make", "-C", ROOT, "all"], check=True)
+    found.append(("cagemalloc", CAGEMALLOC, {}))
+    for spec in args.lib:
+        name, _, path = spec.partition(":")
+        found.append((name, os.path.abspath(os.path.expanduser(path)), {}))
+    for spec in args.variant:
+        name, _, env = spec.partition(":")
+        found.append((name, CAGEMALLOC, dict(kv.split("=", 1) for kv in env.split(",") if kv)))
+    if args.allocators:
+        wanted = args.allocators.split(",")
+        found = [a for a in found if a[0] in wanted]
+    check_preloads(found, out)
+    return found
+
+
+PRELOAD_CHECK = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int main(void) {
+    Dl_info info;
+    void *sym = dlsym(RTLD_DEFAULT, "malloc");
+    printf("%s\n", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "?");
+    return 0;
+}
+"""
+
+
+def check_preloads(allocs, out):
+    """Every library must be the one whose malloc a program calls."""
+    exe = os.path.join(out, "which-malloc")
+    if not os.path.exists(exe):
+        os.makedirs(out, exist_ok=True)
+        src = exe + ".c"
+        with open(src, "w") as f:
+            f.write(PRELOAD_CHECK)
+        subprocess.run(["gcc", "-O1", "-o", exe, src, "-ldl"], check=True)
+    for name, lib, _ in allocs:
+        env = preload_env(lib, {})
+        got = subprocess.run([exe], env=env, capture_output=True, text=True).stdout.strip()
+        want = os.path.realpath(lib) if lib else "libc.so"
+        if (want not in os.path.realpath(got)) if lib else ("libc" not in got):
+            raise SystemExit(f"{name}: malloc resolves to {got}, not {lib or 'glibc'}: the preload does not take effect")
+
+
+def preload_env(lib, extra_env):
+    """This process's environment with LD_PRELOAD set to lib (none for glibc) and extra_env added."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if lib:
+        env["LD_PRELOAD"] = lib
+    env.update(extra_env)
+    return env
+
+
+# ------------------------------------------------- rounds and ratio tables
+
+def run_rounds(cases, allocs, rounds, run_one, out):
+    """Every case under every allocator, the allocators back to back per
+    case with their order rotated, `rounds` times; run_one(case, library
+    copy, extra env) gives (metric, peak RSS KiB) or None for a failed run.
+    Returns ({(case, allocator): [(metric, rss)]}, {(case, allocator): failures})."""
+    samples, failures = {}, {}
+    total, done, started = len(cases) * len(allocs) * rounds, 0, time.time()
+    for rnd in range(rounds):
+        for k, case in enumerate(cases):
+            shift = (rnd + k) % len(allocs)
+            for name, lib, extra_env in allocs[shift:] + allocs[:shift]:
+                with fresh_copy(lib, out) as copy:
+                    result = run_one(case, copy, extra_env)
+                done += 1
+                eta = (time.time() - started) / done * (total - done)
+                if result is None:
+                    failures[(case, name)] = failures.get((case, name), 0) + 1
+                    print(f"[{done}/{total} eta {eta:4.0f}s] {case:15s} {name:12s} FAILED", file=sys.stderr)
+                    continue
+                samples.setdefault((case, name), []).append(result)
+                print(f"[{done}/{total} eta {eta:4.0f}s] {case:15s} {name:12s} {result[0]:.3f} "
+                      f"{result[1] / 1024:.1f} MiB", file=sys.stderr)
+    return samples, failures
+
+
+def medians(samples):
+    return {key: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+            for key, runs in samples.items()}
+
+
+def ratio_tables(cases, names, med, failures, baseline):
+    """Markdown: the time and peak-RSS tables, each case's ratio to the
+    baseline per allocator, cagemalloc's ratio to the best peer, and the
+    geometric means."""
+    peers = [n for n in names if not n.startswith("cagemalloc")]
+
+    def ratio(case, name, i):
+        base, mine = med.get((case, baseline)), med.get((case, name))
+        return mine[i] / base[i] if base and mine else float("nan")
+
+    lines = []
+    for title, i in (("Time", 0), ("Peak RSS", 1)):
+        lines += [f"## {title}, ratio to {baseline} (lower is better)\n",
+                  "| case | " + " | ".join(names) + " | cagemalloc / best peer |", "|---|" + "---|" * (len(names) + 1)]
+        for case in cases:
+            cells = [f"{ratio(case, n, i):.2f}" + (" (failed)" if failures.get((case, n)) else "") for n in names]
+            # no peer in the run (--allocators of cagemalloc builds only): no best-peer ratio
+            best = min(peers, key=lambda n: ratio(case, n, i) if (case, n) in med else float("inf")) if peers else "-"
+            vs = med[(case, "cagemalloc")][i] / med[(case, best)][i] \
+                if (case, "cagemalloc") in med and (case, best) in med else float("nan")
+            lines.append(f"| {case} | " + " | ".join(cells) + f" | **{vs:.2f}** ({best}) |")
+        lines.append(f"| **geomean** | " + " | ".join(
+            f"**{geomean([ratio(c, n, i) for c in cases]):.2f}**" for n in names) + " | |\n")
+    if failures:
+        lines.append("Failed runs (non-zero exit, crash or timeout; left out of the medians): " +
+                     ", ".join(f"{n} on {c} ({k}x)" for (c, n), k in sorted(failures.items())) + ".\n")
+    return lines
