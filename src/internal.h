@@ -5,7 +5,8 @@
  *              class; larger ones are "large blocks", each its own mapping.
  *  size class  one of CM_NUM_CLASSES block sizes (8 B, 16 B steps to 128 B,
  *              then four per doubling to 128 KiB, and 4.5 and 9 KiB for a
- *              page or two plus a header); table generated at build time. Blocks of the 8-byte class are 8-aligned, all others
+ *              page or two plus a header); table generated at build time.
+ *              Blocks of the 8-byte class are 8-aligned, all others
  *              16-aligned.
  *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
  *              one class.
