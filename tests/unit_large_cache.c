@@ -12,7 +12,8 @@
  *    and puts it back: that must not make it young again).
  *  - Fresh pages claimed for superblocks take the cache's place: it gives
  *    as many bytes back, oldest mappings first.
- *  - Two threads churning blocks of 2-40 units through the cache, every
+ *  - Two threads churning blocks of 2-40 units through the cache, and small
+ *    blocks of 8-64 KiB beside them (the cache giving way meanwhile), every
  *    block patterned and checked before its free.
  * Driven through cm_malloc and cm_free in a fresh process: these are the
  * only large blocks. */
@@ -42,10 +43,22 @@ static void expect(const char *what, const char *got, const char *want) {
 
 static void *churn(void *arg) {
     uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15u + 1;
-    char *live[4] = {0};
-    size_t size[4] = {0};
+    char *live[4] = {0}, *small[8] = {0};
+    size_t size[4] = {0}, small_size[8] = {0};
     for (int i = 0; i < CHURN_STEPS; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        /* small blocks too: superblocks claimed (fresh once the decay has
+         * purged freed ones) make the cache give way during the churn */
+        unsigned s = (unsigned)(x >> 32) % 8;
+        if (small[s]) {
+            for (size_t off = 0; off < small_size[s]; off += 256)
+                CHECK(small[s][off] == (char)(off + s), "small block %p changed at %zu", (void *)small[s], off);
+            cm_free(small[s]);
+        }
+        small_size[s] = 8192 + (x >> 40) % 57344;
+        small[s] = cm_malloc(small_size[s]);
+        CHECK(small[s], "cm_malloc(%zu)", small_size[s]);
+        for (size_t off = 0; off < small_size[s]; off += 256) small[s][off] = (char)(off + s);
         unsigned k = (unsigned)(x % 4);
         if (live[k]) {
             for (size_t off = 0; off < size[k]; off += 4096)
@@ -58,6 +71,7 @@ static void *churn(void *arg) {
         for (size_t off = 0; off < size[k]; off += 4096) live[k][off] = (char)(off / 4096 + size[k]);
     }
     for (int k = 0; k < 4; k++) cm_free(live[k]);
+    for (int k = 0; k < 8; k++) cm_free(small[k]);
     return NULL;
 }
 
