@@ -10,6 +10,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -232,6 +233,32 @@ def preload_env(lib, extra_env):
         env["LD_PRELOAD"] = lib
     env.update(extra_env)
     return env
+
+
+def timed_run(argv, stdin_path, env, out, timeout):
+    """Run argv under GNU time in `out` (its output to out/last_run.out,
+    stdin from stdin_path or /dev/null): (wall seconds, peak RSS KiB,
+    output text), or None if it failed or timed out. GNU time measures, as
+    mimalloc-bench does: a child's peak RSS counts the process it was forked
+    from, and time is small (Python would add its own 10+ MiB)."""
+    out_path, time_path = os.path.join(out, "last_run.out"), os.path.join(out, "last_run.time")
+    cmd = ["/usr/bin/time", "-q", "-o", time_path, "-f", "%e %M"] + argv
+    with open(out_path, "w") as output, open(stdin_path or os.devnull) as inp:
+        child = subprocess.Popen(cmd, stdin=inp, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=out,
+                                 start_new_session=True)
+        try:
+            status = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            return None
+    if status != 0:
+        return None
+    with open(out_path, errors="replace") as f:
+        text = f.read()
+    with open(time_path) as f:
+        wall, rss = f.read().split()[-2:]
+    return float(wall), int(rss), text
 
 
 # ------------------------------------------------- rounds and ratio tables
