@@ -304,12 +304,20 @@ static char *claim_new_chunk(unsigned n) {
     return chunk;
 }
 
-char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {
+static char *claim_once(unsigned shift, unsigned space, bool *dirty) {
     *dirty = false;
     if (space == CM_SPACE_CAGE) return cm_cage_claim((size_t)1 << shift, (size_t)1 << shift);
     unsigned n = 1u << (shift - CM_UNIT_SHIFT);
     char *span = claim_listed(n, dirty);
     return span ? span : claim_new_chunk(n);
+}
+
+char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {
+    char *span = claim_once(shift, space, dirty);
+    /* no room (the cage full, or no address space or memory left): what the
+     * large cache holds goes back, and the claim is tried once more */
+    if (!span && cm_large_trim()) span = claim_once(shift, space, dirty);
+    return span;
 }
 
 /* The chunk is all free and, by our CAS, ours: clear its entries (a stale

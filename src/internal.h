@@ -704,7 +704,8 @@ CM_HIDDEN void cm_cage_release(char *p, size_t size);
 /* ---------------------------------------------------------------- arena */
 /* A span of 2^shift bytes (64 KiB .. 1 MiB) aligned to its size in `space`,
  * its page-map entries set to 0; NULL if the OS refuses memory or the cage
- * is full. *dirty: some of its pages were released dirty (not zero). */
+ * is full even once the large cache gave back all it held. *dirty: some of
+ * its pages were released dirty (not zero). */
 CM_HIDDEN char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty);
 /* Give back a span whose pages were returned already (decommitted). */
 CM_HIDDEN void cm_arena_release(char *span, unsigned shift);

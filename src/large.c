@@ -20,7 +20,9 @@
  * CAGEMALLOC_DECAY_MS are unmapped by whichever large operation or pool
  * decay pass notices, or by malloc_trim. While the process claims fresh
  * pages for superblocks, the cache gives as many bytes back: what no large
- * block reused is not kept beside what replaced it. */
+ * block reused is not kept beside what replaced it; and a superblock that
+ * finds no room at all (a full cage, no address space left) has the cache
+ * give back everything first (arena.c). */
 #include <string.h>
 
 #include "internal.h"

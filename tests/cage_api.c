@@ -8,7 +8,8 @@
  * other threads' cage heaps stay in use; an exited thread's half-used cage
  * superblocks reused by the next thread; a full cage (a small one, through
  * CAGEMALLOC_CAGE_LIMIT in a child) gives NULL and ENOMEM with every block
- * intact; emptied cage memory goes back to the OS; a child whose RLIMIT_AS
+ * intact, and a freed large block's units, cached for reuse, serve a new
+ * superblock when nothing else is left; emptied cage memory goes back to the OS; a child whose RLIMIT_AS
  * leaves room for one cage size and 512 MiB makes the cage and uses it. Every block is
  * pattern-filled and verified before it is freed. */
 #include "core_util.h"
@@ -402,6 +403,37 @@ static int run_full_cage(void) {
     return 0;
 }
 
+/* In a child started with CAGEMALLOC_CAGE_LIMIT=32m: fill the cage with
+ * 1 MiB blocks, then with blocks of one small size, free one 1 MiB block
+ * (its units wait in the large-block cache) and allocate a size that needs
+ * a new superblock: the cache gives its units back rather than the
+ * allocation failing. */
+static int run_cache_gives_way(void) {
+    enum { MAX = 64, SMALL = 20000, SMALL_SIZE = 100 };
+    static blk_t big[MAX], small[SMALL];
+    int n_big = 0, n_small = 0;
+    void *p;
+    while (n_big < MAX && (p = cm_cage_malloc(1 << 20)) != NULL) {
+        big[n_big] = fill(p, 1 << 20, (uint64_t)n_big);
+        n_big++;
+    }
+    while (n_small < SMALL && (p = cm_cage_malloc(SMALL_SIZE)) != NULL) {
+        small[n_small] = fill(p, SMALL_SIZE, (uint64_t)(MAX + n_small));
+        n_small++;
+    }
+    CMT_CHECK(n_big > 16 && n_small < SMALL, "the cage did not fill (%d large, %d small blocks)", n_big, n_small);
+    verify_free(&big[0], "large block of the full cage");
+    errno = 0;
+    p = cm_cage_malloc(5000);
+    CMT_CHECK(p != NULL, "no room for a 5000-byte block after a 1 MiB block was freed (errno %d)", errno);
+    blk_t other = fill(p, 5000, 1);
+    verify_free(&other, "block after the cache gave way");
+    for (int i = 1; i < n_big; i++) verify_free(&big[i], "large block of the full cage");
+    for (int i = 0; i < n_small; i++) verify_free(&small[i], "small block of the full cage");
+    printf("full cage: a freed 1 MiB block's cached units served a new superblock\n");
+    return 0;
+}
+
 /* ------------------------------------------------------------ under RLIMIT_AS */
 
 static size_t vm_size(void) {
@@ -450,6 +482,7 @@ static void run_child(const char *self, const char *mode, const char *env, const
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "full-cage") == 0) return run_full_cage();
+    if (argc > 1 && strcmp(argv[1], "cache-gives-way") == 0) return run_cache_gives_way();
     if (argc > 1 && strcmp(argv[1], "limited") == 0) return run_limited();
     test_before_cage();
     test_geometry();
@@ -460,6 +493,7 @@ int main(int argc, char **argv) {
     test_exited_thread_reclaimed();
     test_returned();
     run_child(argv[0], "full-cage", "CAGEMALLOC_CAGE_LIMIT", "32m");
+    run_child(argv[0], "cache-gives-way", "CAGEMALLOC_CAGE_LIMIT", "32m");
     run_child(argv[0], "limited", NULL, NULL);
     printf("cage_api: ok\n");
     return 0;
