@@ -736,9 +736,21 @@ CM_HIDDEN uint32_t cm_runs_claim(cm_runs_t *r, uint32_t words, uint32_t n, uint3
 CM_HIDDEN bool cm_runs_claim_at(cm_runs_t *r, uint32_t first, uint32_t n);
 /* Set bits [first, first + n) (they must be clear). */
 CM_HIDDEN void cm_runs_free(cm_runs_t *r, uint32_t first, uint32_t n);
-/* len ones from bit at; bit i set where bits i..i+len-1 are all set and i is a multiple of align. */
-CM_HIDDEN uint64_t cm_bits_mask(unsigned len, unsigned at);
-CM_HIDDEN uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align);
+/* len ones from bit at. */
+CM_INLINE uint64_t cm_bits_mask(unsigned len, unsigned at) {
+    return (len >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << len) - 1)) << at;
+}
+/* Bit i set where bits i..i+len-1 of bits are all set (1 <= len <= 64) and
+ * i is a multiple of align (a power of two). */
+CM_INLINE uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align) {
+    uint64_t x = bits;
+    unsigned have = 1;
+    while (have * 2 <= len) x &= x >> have, have *= 2;
+    if (have < len) x &= x >> (len - have);
+    /* a bit every `align`, in the first 65 - len places */
+    uint64_t every = align >= 64 ? 1 : ~(uint64_t)0 / ((((uint64_t)1) << align) - 1);
+    return x & every & cm_bits_mask(65 - len, 0);
+}
 
 /* ---------------------------------------------------------------- free-list links */
 /* A free block's first word is the encoded link to the next free block
@@ -1039,7 +1051,6 @@ CM_HIDDEN void cm_heap_unpark_all(cm_heap_t *h);
 /* Give up everything h holds (abandon: blocks stay valid), or move it to `to`. */
 CM_HIDDEN void cm_heap_abandon(cm_heap_t *h);
 CM_HIDDEN void cm_heap_move_all(cm_heap_t *h, cm_heap_t *to);
-CM_HIDDEN void cm_heap_unlink(cm_heap_t *h, cm_desc_t *d, uint32_t *list);
 CM_HIDDEN void cm_heap_drain_mailbox(cm_heap_t *h);
 /* A remote free made parked superblock desc_ref usable again: tell its heap. */
 CM_HIDDEN void cm_heap_notify(uint32_t heap_ref, uint32_t desc_ref);

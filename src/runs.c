@@ -9,21 +9,6 @@
  * bits, and the search goes on. */
 #include "internal.h"
 
-#define ALL_ONES (~(uint64_t)0)
-
-uint64_t cm_bits_mask(unsigned len, unsigned at) {
-    return (len >= 64 ? ALL_ONES : (((uint64_t)1 << len) - 1)) << at;
-}
-
-uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align) {
-    uint64_t x = bits;
-    unsigned have = 1;
-    while (have * 2 <= len) x &= x >> have, have *= 2;
-    if (have < len) x &= x >> (len - have);
-    uint64_t starts = 0;
-    for (unsigned i = 0; i + len <= 64; i += align) starts |= (uint64_t)1 << i;
-    return x & starts;
-}
 
 static uint64_t load_word(const cm_runs_t *r, uint32_t w) {
     _Atomic uint64_t *word = r->word(r->ctx, w);
@@ -71,7 +56,7 @@ static uint32_t find_run(const cm_runs_t *r, uint32_t from, uint32_t words, uint
     for (uint32_t w = from; w < words; w++) {
         uint64_t x = load_word(r, w);
         if (x && *first_seen == UINT32_MAX) *first_seen = w;
-        if (x == ALL_ONES) {
+        if (x == ~(uint64_t)0) {
             if (!run_len) run_start = w * 64;
             if ((run_len += 64) >= n) return run_start + 1;
             continue;
