@@ -9,7 +9,6 @@
  * bits, and the search goes on. */
 #include "internal.h"
 
-
 static uint64_t load_word(const cm_runs_t *r, uint32_t w) {
     _Atomic uint64_t *word = r->word(r->ctx, w);
     return word ? atomic_load_explicit(word, memory_order_relaxed) : 0;

@@ -9,9 +9,10 @@
  * superblocks reused by the next thread; a full cage (a small one, through
  * CAGEMALLOC_CAGE_LIMIT in a child) gives NULL and ENOMEM with every block
  * intact, and a freed large block's units, cached for reuse, serve a new
- * superblock when nothing else is left; emptied cage memory goes back to the OS; a child whose RLIMIT_AS
- * leaves room for one cage size and 512 MiB makes the cage and uses it. Every block is
- * pattern-filled and verified before it is freed. */
+ * superblock when nothing else is left; emptied cage memory goes back to
+ * the OS; a child whose RLIMIT_AS leaves room for one cage size and 512 MiB
+ * makes the cage and uses it. Every block is pattern-filled and verified
+ * before it is freed. */
 #include "core_util.h"
 
 #include <errno.h>
