@@ -16,7 +16,10 @@
  * 64 slots: with 32, two threads churning 128-256 KiB
  * blocks (bench/ mixed) overflowed it and unmapped, mapped and faulted in
  * again (2,600 munmaps, twice the page faults, 1.2x the time). The cache is
- * bounded in bytes (CAGEMALLOC_LARGE_CACHE), and mappings idle longer than
+ * bounded in bytes (CAGEMALLOC_LARGE_CACHE, 128 MiB: the excess split off
+ * reused mappings waits there too, and at 64 MiB pieces past the bound
+ * were unmapped and faulted in again soon after, 1.35x mimalloc-bench's
+ * malloc-large time), and mappings idle longer than
  * CAGEMALLOC_DECAY_MS are unmapped by whichever large operation or pool
  * decay pass notices, or by malloc_trim. While the process claims fresh
  * pages for superblocks, the cache gives as many bytes back: what no large
@@ -28,7 +31,7 @@
 #include "internal.h"
 
 #define CACHE_SLOTS 64
-#define SPLIT_MIN ((size_t)1 << 20) /* a reused mapping's excess beyond this (and over 8x the need) is split off */
+#define SPLIT_MIN ((size_t)1 << 20) /* a reused mapping's excess of this or more (and at least the need) is split off */
 /* A block moves cached pages in behind it from mappings of at least this
  * (or one that covers what is missing): every piece it is made of stays a
  * mapping of its own in the kernel (with blocks split at 2x the need,
@@ -393,15 +396,16 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
     cm_desc_t *d = cache_take(need, CM_UNIT_SIZE, align, space);
     if (d) {
         size_t stale = d->map_size; /* bytes that hold old contents */
-        /* a reused mapping is handed out whole unless it is over 8x the need:
-         * its pages are resident already. Split off at 2x, the excess went
-         * to the cache and came back as pieces moved in behind later, larger
-         * blocks: mimalloc-bench's malloc-large peaked 13% lower (467 MiB,
-         * not 537), but bench/'s large took 2.5-3.5x the time, every block
-         * made of a dozen kernel mappings that each mremap moves one by one
-         * (250 us a call); trimmed instead, a larger block faulted them in
-         * again (2.1 s at 2x, 0.1 s at 8x on a 5-25 MiB workload) */
-        if (d->map_size > 8 * need && d->map_size >= need + SPLIT_MIN) split(d, need);
+        /* a reused mapping whose excess could hold another such block is
+         * split, the excess cached for the next ones. Handed out whole (as
+         * up to 8x the need once was), the excess stayed resident and
+         * unused for as long as the block lived: GNU sort's 50 MiB buffer,
+         * freed and cut into 5 MiB merge buffers, peaked at 89 MiB (glibc
+         * 53, now 58). The pieces come back moved in behind later, larger
+         * blocks, a mremap each: bench/'s large takes 1.6x the time it took
+         * (still half the best peer's), mimalloc-bench's malloc-large the
+         * same or 1.04x, at an 11-15% lower peak (BENCHMARKS.md) */
+        if (d->map_size >= 2 * need && d->map_size - need >= SPLIT_MIN) split(d, need);
         if (d->map_size < need) {
             if (grow(d, need, align)) {
                 stale += fill_grown(d, stale);

@@ -8,7 +8,7 @@
 #include "internal.h"
 
 #define DEFAULT_OPTIONS                                                                            \
-    {.show_stats = false, .verbose = false, .empty_keep = 64u << 20, .large_cache = 64u << 20,                             \
+    {.show_stats = false, .verbose = false, .empty_keep = 64u << 20, .large_cache = 128u << 20,                             \
      .decay_ns = 1000ull * 1000000ull, .klass_shift = 0, .klass_range = 0, .klass_gaps = true, .code_range = 64u << 20, .cage_limit = 0,      \
      .arena_reserve = (size_t)1 << CM_ARENA_MAX_SHIFT}
 

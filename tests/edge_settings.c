@@ -39,7 +39,7 @@ static const struct scenario scenarios[] = {
       "cagemalloc: CAGEMALLOC_KLASS_SHIFT=13 ignored: too large\n",
       "cagemalloc: CAGEMALLOC_KLASS_RANGE=19 ignored: too small\n",
       "empty superblocks kept up to 65536 KiB (CAGEMALLOC_EMPTY_KEEP)\n",
-      "large mappings cached up to 65536 KiB (CAGEMALLOC_LARGE_CACHE)\n",
+      "large mappings cached up to 131072 KiB (CAGEMALLOC_LARGE_CACHE)\n",
       "kept memory returned after 1000 ms idle (CAGEMALLOC_DECAY_MS)\n",
       "class space: shift 10, range 32\n"},
      6},

@@ -1,7 +1,8 @@
 /* unit_large_cache: which freed large mapping a large allocation reuses.
  *  - An exact fit among several sizes; else the smallest that fits (split,
- *    its tail cached, when it is over 8x the need); else the largest
- *    smaller one, grown.
+ *    its tail cached, at twice the need or more); else the largest
+ *    smaller one, grown. One mapping freed and cut into blocks a third of
+ *    its size serves all three (GNU sort's pattern).
  *  - A block grown (by malloc or realloc) gets the pages of other cached
  *    mappings moved in behind it, of 1 MiB or more or covering what is
  *    missing; calloc's block reads as zeros all the same.
@@ -140,9 +141,19 @@ int main(void) {
     char *q30 = block(30), *q17 = block(17), *q10 = block(10);
     expect("above 1 MiB: the smallest that fits", q30, b40);
     expect("a size above the exact lists", q17, b20);
-    expect("one over 8x the need, split", q10, b100);
+    expect("one of ten times the need, split", q10, b100);
     CHECK(cached_units() == 90, "its tail cached (%zu units)", cached_units());
     cm_free(q30), cm_free(q17), cm_free(q10);
+    cm_large_trim();
+
+    /* a buffer freed and cut into thirds: all three from its mapping */
+    char *buf = block(90);
+    cm_free(buf);
+    char *third[3];
+    for (int i = 0; i < 3; i++) third[i] = block(30);
+    for (int i = 0; i < 3; i++) expect("a third of the freed buffer", third[i], buf + (size_t)i * 30 * UNIT);
+    CHECK(cached_units() == 0, "nothing left cached (%zu units)", cached_units());
+    for (int i = 0; i < 3; i++) cm_free(third[i]);
     cm_large_trim();
 
     /* the small-block path's decay pass gives an idle cache back too */
@@ -195,6 +206,6 @@ int main(void) {
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     cm_large_trim();
     CHECK(cached_units() == 0, "trim empties the cache (%zu units left)", cached_units());
-    printf("large cache: exact fits, smallest fits, largest smaller grown with cached pages moved in, split past 8x; decayed; gave way to fresh superblocks; two threads churned\n");
+    printf("large cache: exact fits, smallest fits, largest smaller grown with cached pages moved in, split past 2x, a freed buffer cut in thirds; decayed; gave way to fresh superblocks; two threads churned\n");
     return 0;
 }
