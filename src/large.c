@@ -400,11 +400,11 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
          * split, the excess cached for the next ones. Handed out whole (as
          * up to 8x the need once was), the excess stayed resident and
          * unused for as long as the block lived: GNU sort's 50 MiB buffer,
-         * freed and cut into 5 MiB merge buffers, peaked at 89 MiB (glibc
-         * 53, now 58). The pieces come back moved in behind later, larger
+         * freed and cut into 5 MiB merge buffers, peaked at 87 MiB (glibc
+         * 52, now 57). The pieces come back moved in behind later, larger
          * blocks, a mremap each: bench/'s large takes 1.6x the time it took
          * (still half the best peer's), mimalloc-bench's malloc-large the
-         * same or 1.04x, at an 11-15% lower peak (BENCHMARKS.md) */
+         * same or 1.04x, at a 15% lower peak (BENCHMARKS.md) */
         if (d->map_size >= 2 * need && d->map_size - need >= SPLIT_MIN) split(d, need);
         if (d->map_size < need) {
             if (grow(d, need, align)) {
