@@ -4,7 +4,9 @@
 #    semaphore, condition variable, once, futex, C11 threads, C++ guards);
 #  - it exports the whole malloc family, the cm_ API and the C++ operators;
 #  - it exports nothing else: every other exported name must be a cm_ function
-#    or variable declared in a public header (include/), or a linker symbol.
+#    or variable declared in a public header (include/), or a linker symbol;
+#  - it needs no library but the C library's (libc, libpthread, the loader):
+#    a C++ runtime loaded with it runs initialisers that allocate before main.
 set -eu
 : "${CM_LIB:?CM_LIB must name the library}" "${CM_SOURCE:?CM_SOURCE must name the source tree}"
 fail=0
@@ -57,6 +59,12 @@ extra=$(printf '%s\n' "$exports" | grep -vxF "$allowed" || true)
 if [ -n "$extra" ]; then
   echo "FAIL: $CM_LIB exports internal symbols (not in the public API):"
   printf '  %s\n' $extra; fail=1
+fi
+
+needed=$(readelf -d "$CM_LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+unexpected=$(printf '%s\n' "$needed" | grep -vE '^(libc|libpthread|ld-linux[-a-z0-9_]*)\.so' || true)
+if [ -n "$unexpected" ]; then
+  echo "FAIL: $CM_LIB needs libraries beyond libc:"; printf '  %s\n' $unexpected; fail=1
 fi
 
 [ $fail -eq 0 ] && echo "core_symbols: $(printf '%s\n' "$exports" | wc -l) exports, no lock imports"
