@@ -16,11 +16,8 @@ void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero) {
     }
     if (size <= CM_SMALL_MAX) { /* calloc (its fast path stops at CM_FINE_MAX) */
         unsigned cls = cm_size_to_class(size);
-        void **head = &h->bin_head[cls];
-        if (*head != NULL) {
-            void *b = cm_bin_pop(head);
-            return zero ? memset(b, 0, size) : b;
-        }
+        void *b = cm_bin_pop(&h->bin_head[cls]);
+        if (b) return zero ? memset(b, 0, size) : b;
         return cm_heap_refill_alloc(h, cls, zero); /* the refill zeroes (or knows it is zero) */
     }
     cm_ensure_init();
@@ -64,8 +61,8 @@ void cm_free_by_lookup(void *p) { cm_free_generic(p, cm_pagemap_get((uintptr_t)p
 
 /* p, a small block of class cls being freed or reallocated, carries the
  * free tag in bytes 6-7. A free block's first word is always a link that
- * decodes to NULL or to a block of its own class (bins, local and remote
- * lists are all lists of one superblock). If p's word does, p is free
+ * decodes to the list's end or to a block of its own class (bins, local
+ * and remote lists are all lists of one superblock). If p's word does, p is free
  * already: a double free, wherever the block waits (a heap's bin, its
  * superblock's local or anchor list). Data that merely matches the
  * tag passes the 17-bit top and 4-bit alignment checks of the decoded

@@ -24,8 +24,8 @@ CM_HIDDEN void *cm_realloc_in_space(cm_heap_t *h, void *p, size_t size);
 
 /* Pop a block of class cls from heap h's bin, refilling if empty. */
 CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
-    void **head = &h->bin_head[cls];
-    if (cm_likely(*head != NULL)) return cm_bin_pop(head);
+    void *b = cm_bin_pop(&h->bin_head[cls]);
+    if (cm_likely(b != NULL)) return b;
     return cm_heap_refill_alloc(h, cls, false);
 }
 
@@ -33,10 +33,7 @@ CM_INLINE void *cm_heap_alloc_class(cm_heap_t *h, unsigned cls) {
  * the bin has one, else NULL: the fast path alone, for callers with a slow
  * path of their own (calloc, operator new). */
 CM_INLINE void *cm_heap_try_pop(cm_heap_t *h, size_t size) {
-    if (cm_likely(size <= CM_FINE_MAX)) {
-        void **head = &h->bin_head[cm_fine_size_to_class(size)];
-        if (cm_likely(*head != NULL)) return cm_bin_pop(head);
-    }
+    if (cm_likely(size <= CM_FINE_MAX)) return cm_bin_pop(&h->bin_head[cm_fine_size_to_class(size)]);
     return NULL;
 }
 

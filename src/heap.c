@@ -10,13 +10,18 @@
 #include "alloc_inline.h"
 #include "api.h"
 
+/* Until the thread starts, its key is one whose top bits make the list end
+ * word decode to no link: its pops find every bin empty (cm_bin_pop). */
 __thread cm_thread_t cm_thread __attribute__((tls_model("initial-exec"))) = {
     .heap = &cm_heap_unstarted, .cage = &cm_cage_unstarted, .free_key = CM_FREE_KEY(CM_NO_THREAD),
-    .state = CM_THREAD_NEW};
+    .link_key = CM_LINK_INVALID, .link_invalid = CM_LINK_INVALID, .state = CM_THREAD_NEW};
 /* Never allocated from: every bin empty, so a thread's first malloc (or
  * cage allocation) takes the slow path, which starts the thread (or makes
  * its cage heap). */
-cm_heap_t cm_heap_unstarted, cm_cage_unstarted = {.space = CM_SPACE_CAGE};
+#define CM_EMPTY_BINS {[0 ... CM_NUM_CLASSES] = CM_LIST_END}
+cm_heap_t cm_heap_unstarted = {.bin_head = CM_EMPTY_BINS},
+          cm_cage_unstarted = {.bin_head = CM_EMPTY_BINS, .space = CM_SPACE_CAGE};
+const uintptr_t cm_list_end = 0;
 /* Bumped by malloc_trim: each heap collects itself at its next refill. */
 _Atomic uint32_t cm_trim_epoch;
 
@@ -49,7 +54,6 @@ bool cm_thread_start(void) {
     atomic_store_explicit(&h->lasting, 1, memory_order_relaxed);
     t->heap = h;
     t->link_key = cm_link_key_get();
-    t->link_invalid = CM_LINK_INVALID;
     t->free_key = CM_FREE_KEY(h->ref);
     t->state = CM_THREAD_ACTIVE;
     /* may allocate (glibc's second-level key array): we are ACTIVE already,

@@ -115,7 +115,7 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
     uint32_t n;
     void *chain = cm_pool_take_remote(d, &n);
     if (chain) {
-        if (d->local_free) { /* else no walk: the chain becomes the list */
+        if (cm_list_head(d->local_free)) { /* else no walk: the chain becomes the list */
             void *tail = NULL;
             list_length(chain, &tail);
             cm_block_set_next(tail, d->local_free);
@@ -133,13 +133,14 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
     cm_desc_t *d = cm_bin_current(bin);
     if (!d) return;
     void *bin_tail = NULL, *ignored;
-    uint32_t free_blocks = list_length(h->bin_head[cls], &bin_tail) + list_length(d->local_free, &ignored);
+    uint32_t free_blocks =
+        list_length(cm_list_head(h->bin_head[cls]), &bin_tail) + list_length(cm_list_head(d->local_free), &ignored);
     if (bin_tail) {
         cm_block_set_next(bin_tail, d->local_free);
         d->local_free = h->bin_head[cls];
     }
     cm_desc_set_used(d, carved_of(d) - free_blocks);
-    h->bin_head[cls] = NULL;
+    h->bin_head[cls] = CM_LIST_END;
     bin->current = 0;
     list_push(&bin->avail, d, CM_AT_AVAIL);
 }
@@ -151,9 +152,9 @@ static void settle_current(cm_heap_t *h, unsigned cls) {
  * thread's exit gives up every superblock it holds, and walking each list
  * there cost a cache miss per free block. */
 static void give_up(cm_desc_t *d) {
-    void *head = d->local_free;
+    void *head = cm_list_head(d->local_free);
     uint32_t n = head ? carved_of(d) - cm_desc_used(d) : 0;
-    d->local_free = NULL;
+    d->local_free = CM_LIST_END;
     CM_TEST_POINT("give up: before the claim");
     /* claimed first: the release may walk the local list, and a remote free
      * that found every block free could hand the span on meanwhile */
@@ -244,7 +245,7 @@ static bool avail_front_has_free(cm_heap_t *h, unsigned cls) {
     uint32_t r = h->bins[cls].avail;
     if (!r) return false;
     cm_desc_t *d = desc(r);
-    return d->local_free || carved_of(d) < cm_class_info[cls].max_count ||
+    return cm_list_head(d->local_free) || carved_of(d) < cm_class_info[cls].max_count ||
            cm_anchor_count(atomic_load_explicit(&d->anchor, memory_order_relaxed)) != 0;
 }
 
@@ -257,13 +258,17 @@ static bool avail_front_has_free(cm_heap_t *h, unsigned cls) {
  * the caller simply tries again). */
 static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
     void **bin_head = &h->bin_head[cls];
-    if (d->local_free) {
+    if (cm_list_head(d->local_free)) {
         *bin_head = d->local_free;
-        d->local_free = NULL;
+        d->local_free = CM_LIST_END;
         return true;
     }
     uint32_t n;
-    if ((*bin_head = cm_pool_take_remote(d, &n)) != NULL) return true;
+    void *remote = cm_pool_take_remote(d, &n);
+    if (remote) {
+        *bin_head = remote;
+        return true;
+    }
     if (carved_of(d) < cm_class_info[cls].max_count) {
         carve(bin_head, d, cls);
         return true;
@@ -345,7 +350,7 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
         cm_desc_t *d = cm_bin_current(bin);
         if (d) {
             /* calloc from memory the OS gave us zeroed: no clearing */
-            if (zero && !d->dirty && !d->local_free && carved_of(d) < ci->max_count &&
+            if (zero && !d->dirty && !cm_list_head(d->local_free) && carved_of(d) < ci->max_count &&
                 cm_anchor_count(atomic_load_explicit(&d->anchor, memory_order_relaxed)) == 0) {
                 uint32_t carved = carved_of(d);
                 atomic_store_explicit(&d->carved, carved + 1, memory_order_relaxed);
@@ -385,9 +390,9 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
  * refill per round of the carve batch (a page's worth). */
 void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
     cm_desc_t *d = cm_bin_current(&h->bins[cls]);
-    if (d && d->local_free && !zero && h->trim_seen == atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed)) {
+    if (d && cm_list_head(d->local_free) && !zero && h->trim_seen == atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed)) {
         h->bin_head[cls] = d->local_free;
-        d->local_free = NULL;
+        d->local_free = CM_LIST_END;
         h->refilled |= (uint64_t)1 << cls;
         return cm_bin_pop(&h->bin_head[cls]);
     }

@@ -119,5 +119,8 @@ uint32_t cm_heap_record_limit(void) {
 
 cm_heap_t *cm_heap_record_get(void) {
     cm_heap_t *rec = record_pop();
-    return rec ? rec : fresh_record();
+    if (!rec) rec = fresh_record();
+    if (rec)
+        for (unsigned c = 0; c <= CM_NUM_CLASSES; c++) rec->bin_head[c] = CM_LIST_END;
+    return rec;
 }

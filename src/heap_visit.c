@@ -121,7 +121,7 @@ static int visit_superblock(cm_desc_t *d, const batches_t *bt, cm_block_visitor 
         cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
         if (cm_anchor_count(a)) mark_chain(&m, cm_desc_block(d, cm_anchor_avail(a)), cm_anchor_count(a));
     }
-    for (void *b = d->local_free; b; b = cm_block_peek_next(b)) mark_free(&m, b);
+    for (void *b = cm_list_head(d->local_free); b; b = cm_block_peek_next(b)) mark_free(&m, b);
     uint32_t carved = atomic_load_explicit(&d->carved, memory_order_relaxed);
     for (uint32_t i = 0; i < carved; i++) {
         if (m.bits[i / 64] >> (i % 64) & 1) continue;

@@ -169,9 +169,10 @@ typedef struct cm_block_check {
 
 _Static_assert(CM_CLASS_INFO_LEN == CM_CLASS_VALUES, "every page-map class value has an entry");
 
-/* size <= CM_FINE_MAX, malloc's fast path: computed in 32 bits, whose
- * instructions take no REX prefix (2 bytes off malloc's path) */
-CM_INLINE unsigned cm_fine_size_to_class(size_t size) { return cm_class_by_8[((uint32_t)size + 7) >> 3]; }
+/* size <= CM_FINE_MAX, malloc's fast path: one load from a table with an
+ * entry per size (1 KiB, where a table per 8 bytes took an add and a shift
+ * more, 6 bytes of malloc's path: BENCHMARKS.md) */
+CM_INLINE unsigned cm_fine_size_to_class(size_t size) { return cm_class_by_1[size]; }
 /* CM_FINE_MAX < size <= CM_SMALL_MAX (any size up to it, in fact) */
 CM_INLINE unsigned cm_coarse_size_to_class(size_t size) { return cm_class_by_128[((uint32_t)size + 127) >> 7]; }
 /* size <= CM_SMALL_MAX */
@@ -791,44 +792,54 @@ CM_INLINE uintptr_t cm_link_key_get(void) { return CM_LOAD_SET_ONCE(cm_link_key)
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 7) /* set in no decoded link */
 
-/* next as block's link, keyed with key: cm_link_key, or the thread's copy. */
+/* Where a free list ends. Hardened, a list's last link and an empty list's
+ * raw head (a bin's slot, a superblock's local_free) name this read-only
+ * zero word, not NULL: its word decodes to a link that fails the check
+ * malloc's pop makes anyway, so the pop tests for no empty bin of its own
+ * (the check's out-of-line path tells the two apart: malloc's path is
+ * then one 64-byte line, BENCHMARKS.md). Unhardened builds make no check
+ * and end lists in NULL. Only the fast paths and the raw heads see the end
+ * word: cm_block_set_next writes NULL as it, the cm_block_next_* readers
+ * and cm_list_head give it back as NULL, cm_list_raw turns NULL into it. */
+CM_HIDDEN extern const uintptr_t cm_list_end;
+#if CM_HARDENING
+#define CM_LIST_END ((void *)&cm_list_end)
+#else
+#define CM_LIST_END NULL
+#endif
+CM_INLINE void *cm_list_head(void *raw) { return raw == CM_LIST_END ? NULL : raw; }
+CM_INLINE void *cm_list_raw(void *head) { return head ? head : CM_LIST_END; }
+
+/* next (a block or CM_LIST_END) as block's link, keyed with key:
+ * cm_link_key, or the thread's copy. */
 CM_INLINE uintptr_t cm_link_encode_with(const void *block, const void *next, uintptr_t key) {
     uintptr_t link = (uintptr_t)next;
     if (cm_likely(cm_harden)) link = (link ^ (uintptr_t)block) ^ key;
     return link;
 }
-CM_INLINE uintptr_t cm_link_encode(const void *block, const void *next) {
-    return cm_link_encode_with(block, next, cm_link_key_get());
-}
+/* next, a block (or, at the end of the list, NULL or CM_LIST_END), as
+ * block's link. */
 CM_INLINE void cm_block_set_next(void *block, void *next) {
-    ((cm_free_block_t *)block)->link = cm_link_encode(block, next);
+    ((cm_free_block_t *)block)->link = cm_link_encode_with(block, cm_list_raw(next), cm_link_key_get());
 }
-/* The next block after `block` as its link says, decoded with key (if
- * harden) but not verified: a block or NULL if cm_block_set_next wrote the
- * word; for other words, almost always a value with CM_LINK_INVALID bits
- * set. `harden` is cm_harden, or a constant in a walk compiled once per
- * setting. */
-CM_INLINE void *cm_block_next_keyed(const void *block, uintptr_t key, bool harden) {
+/* block's link decoded with key (if hardened) but not verified: a block or
+ * CM_LIST_END if cm_block_set_next or a fast path wrote the word; for other
+ * words, almost always a value with CM_LINK_INVALID bits set. */
+CM_INLINE void *cm_block_link_keyed(const void *block, uintptr_t key) {
     uintptr_t link = ((const cm_free_block_t *)block)->link;
-    return (void *)(harden ? link ^ key ^ (uintptr_t)block : link);
+    return (void *)(cm_likely(cm_harden) ? link ^ key ^ (uintptr_t)block : link);
 }
-CM_INLINE void *cm_block_next_unverified_as(const void *block, bool harden) {
-    return cm_block_next_keyed(block, cm_link_key_get(), harden);
-}
+/* The next block after `block` as its link says, NULL at the list's end;
+ * not verified. */
 CM_INLINE void *cm_block_next_unverified(const void *block) {
-    return cm_block_next_unverified_as(block, cm_likely(cm_harden));
+    return cm_list_head(cm_block_link_keyed(block, cm_link_key_get()));
 }
-/* Abort, naming func, unless hardened `next` (the decoded link of `block`)
- * is a possible block address: no bit of `invalid` (CM_LINK_INVALID, or
- * the thread's copy of it) set. */
-CM_INLINE void cm_link_verify(const void *block, const void *next, uintptr_t invalid, const char *func) {
-    if (cm_unlikely(cm_harden && ((uintptr_t)next & invalid))) cm_fatal(func, "corrupted free list", block);
-}
-/* The block after `block` on a free list, verified; func names the caller
- * in the report if the block's link was tampered with. */
+/* The block after `block` on a free list (NULL at its end), verified: a
+ * hardened link must decode to a possible block address, no bit of
+ * CM_LINK_INVALID set, or the process aborts naming func. */
 CM_INLINE void *cm_block_decode(const void *block, const char *func) {
     void *next = cm_block_next_unverified(block);
-    cm_link_verify(block, next, CM_LINK_INVALID, func);
+    if (cm_unlikely(cm_harden && ((uintptr_t)next & CM_LINK_INVALID))) cm_fatal(func, "corrupted free list", block);
     return next;
 }
 /* The next block of a list being walked (reported as a corrupted link in free). */
@@ -928,8 +939,8 @@ struct cm_heap {
  * measured the same and would take an empty heap over 1 KiB.) */
 _Static_assert(CM_NUM_CLASSES < 64, "a heap's class masks have a bit per class");
 
-/* A zeroed record of ref != 0 (space CM_SPACE_PLAIN), or NULL (no memory,
- * or all records in use). */
+/* A zeroed record of ref != 0 (space CM_SPACE_PLAIN) but for its bins, which
+ * are empty (CM_LIST_END), or NULL (no memory, or all records in use). */
 CM_HIDDEN cm_heap_t *cm_heap_record_get(void);
 CM_HIDDEN void cm_heap_record_put(cm_heap_t *h);
 CM_HIDDEN cm_heap_t *cm_heap_record(uint32_t ref);  /* NULL if no such record */
@@ -964,11 +975,12 @@ typedef struct cm_thread {
     cm_heap_t *heap;   /* the default heap */
     cm_heap_t *cage;   /* the default cage heap */
     uint64_t free_key; /* CM_FREE_KEY(the thread's ref): heap->ref, or CM_NO_THREAD */
-    /* cm_link_key, copied when the thread starts: free's fast path, which
-     * uses it only past the owner test (so only in a started thread),
-     * reaches it from the TLS base it holds, 2 bytes shorter a load */
+    /* cm_link_key, copied when the thread starts (before, CM_LINK_INVALID:
+     * heap.c): free's fast path, which uses it only past the owner test (so
+     * only in a started thread), reaches it from the TLS base it holds, 2
+     * bytes shorter a load */
     uintptr_t link_key;
-    uintptr_t link_invalid; /* CM_LINK_INVALID, copied likewise for malloc's link check */
+    uintptr_t link_invalid; /* CM_LINK_INVALID, kept likewise for malloc's link check */
     int state;         /* CM_THREAD_NEW, _ACTIVE, or _DEAD (after its exit hook) */
 } cm_thread_t;
 enum { CM_THREAD_NEW = 0, CM_THREAD_ACTIVE = 1, CM_THREAD_DEAD = 2 };
@@ -987,34 +999,37 @@ CM_INLINE cm_desc_t *cm_bin_current(const cm_bin_t *bin) {
     return bin->current ? cm_desc_from_ref(bin->current) : NULL;
 }
 
-/* Pop a block of a non-empty bin (head: its bin_head slot). The compiler
- * must assume a block's words may alias the slot: pop clears the block
- * before it updates the slot. The next pop reads the next block's link:
- * its line is fetched now, while the caller works (a block that waited
- * long on the list is out of the cache: 6-14% off mimalloc-bench's
- * larson; a prefetch of NULL, at a list's end, does nothing). */
+/* Pop a block of a bin (head: its bin_head slot), NULL if it is empty.
+ * The compiler must assume a block's words may alias the slot: pop clears
+ * the block before it updates the slot. The next pop reads the next block's
+ * link: its line is fetched now, while the caller works (a block that
+ * waited long on the list is out of the cache: 6-14% off mimalloc-bench's
+ * larson; a prefetch of the list's end does nothing). Hardened, an empty
+ * bin holds CM_LIST_END, whose word fails the link check like a corrupted
+ * one: the test for it is off the path. */
 CM_INLINE void *cm_bin_pop(void **head) {
     void *b = *head;
-    /* The key and the check's mask are the thread's copies (only a started
-     * thread pops: the heap's owner), which the TLS base it holds reaches in
-     * 5 bytes an instruction where the global key takes 7 and the mask, a
-     * 64-bit constant, 13. Checked before the forged link could be followed. */
-    void *next = cm_block_next_keyed(b, cm_thread.link_key, cm_likely(cm_harden));
+    if (!cm_harden && b == NULL) return NULL;
+    /* The key and the check's mask are the thread's copies (a thread pops
+     * only its own heaps' bins, and before it starts, only the empty bins of
+     * cm_heap_unstarted), which the TLS base it holds reaches in 5 bytes an
+     * instruction where the global key takes 7 and the mask, a 64-bit
+     * constant, 13. Checked before the forged link could be followed. */
+    void *next = cm_block_link_keyed(b, cm_thread.link_key);
 #if CM_HARDENING && defined(__x86_64__)
     /* gcc loads and ands a %fs: operand where one test does: 3 bytes more
      * on malloc's path, whose length is what hardening costs (BENCHMARKS.md) */
-    __asm__ goto("testq %0, %1\n\tjnz %l[corrupt]" : : "r"(next), "m"(cm_thread.link_invalid) : "cc" : corrupt);
+    __asm__ goto("testq %0, %1\n\tjnz %l[not_a_link]" : : "r"(next), "m"(cm_thread.link_invalid) : "cc" : not_a_link);
 #else
-    cm_link_verify(b, next, cm_thread.link_invalid, "malloc");
+    if (cm_unlikely(cm_harden && ((uintptr_t)next & cm_thread.link_invalid))) goto not_a_link;
 #endif
     cm_block_mark_used(b);
     *head = next;
     __builtin_prefetch(next);
     return b;
-#if CM_HARDENING && defined(__x86_64__)
-corrupt:
+not_a_link:
+    if (b == CM_LIST_END) return NULL;
     cm_fatal("malloc", "corrupted free list", b);
-#endif
 }
 
 /* Free p, a block of d that another thread's heap owns (or none does):

@@ -425,7 +425,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
         if (!d && !(d = fresh_superblock(cls, CM_OWNED, space, &dirty))) return NULL;
         d->dirty = dirty;
     }
-    d->local_free = NULL;
+    d->local_free = CM_LIST_END;
     /* relaxed: remote frees read these only to tell a local free (a thread
      * finds its own ref only where it stored it) and to find the heap to
      * notify, which it validates */

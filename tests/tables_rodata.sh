@@ -1,7 +1,8 @@
 #!/bin/sh
 # tables_rodata: instance-independent tables (seed 001). Every constant table
 # of the allocator (the size classes with their geometry, the
-# size-to-class lookup) is defined once, in .rodata of the built library:
+# size-to-class lookup, the word free lists end at) is defined once, in
+# .rodata of the built library (for the word: a stray write faults):
 # shared by every process that maps it, never computed at run time (the
 # library has no start-up constructor: .init_array holds only the
 # compiler's frame_dummy). Also reports the library's writable data (.data,
@@ -11,7 +12,7 @@ set -eu
 fail=0
 sections=$(readelf -SW "$CM_LIB" | sed -n 's/^ *\[ *\([0-9]*\)\] *\([^ ]*\) .*/\1 \2/p')
 rodata=$(printf '%s\n' "$sections" | awk '$2 == ".rodata" {print $1}')
-for table in cm_class_info cm_class_by_8 cm_class_by_128; do
+for table in cm_class_info cm_class_by_1 cm_class_by_128 cm_list_end; do
     where=$(readelf -sW "$CM_LIB" | awk -v t="$table" '$8 == t {print $7}')
     copies=$(printf '%s\n' "$where" | grep -c . || true)
     if [ "$copies" != 1 ] || [ "$where" != "$rodata" ]; then
@@ -29,7 +30,7 @@ if grep -rn '__attribute__((constructor' "$CM_SOURCE/src" >/dev/null; then
 fi
 data=$(size -A "$CM_LIB" | awk '$1 == ".data" {print $2}')
 bss=$(size -A "$CM_LIB" | awk '$1 == ".bss" {print $2}')
-tls=$(size -A "$CM_LIB" | awk '$1 == ".tbss" {print $2}')
+tls=$(size -A "$CM_LIB" | awk '$1 == ".tdata" || $1 == ".tbss" {n += $2} END {print n + 0}')
 echo "writable data: .data $data bytes, .bss $bss bytes (zero pages until touched), TLS $tls bytes per thread"
 [ "$data" -le 4096 ] || { echo "FAIL: .data over 4 KiB"; fail=1; }
 [ "$bss" -le $((1 << 20)) ] || { echo "FAIL: .bss over 1 MiB"; fail=1; }

@@ -40,7 +40,7 @@ static void interleave(const char *point) {
         sem_post(&claim_now);
         sem_wait(&claimed);
     } else if (round_no == ROUND_GIVE_UP && strcmp(point, "give up: before the claim") == 0 &&
-               pthread_equal(pthread_self(), owner_thread) && victim->local_free == NULL) {
+               pthread_equal(pthread_self(), owner_thread) && cm_list_head(victim->local_free) == NULL) {
         paused = 1; /* the owner, exiting, about to give S up */
         sem_post(&paused_sem);
         sem_wait(&resume);

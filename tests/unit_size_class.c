@@ -67,7 +67,7 @@ int main(void) {
         CHECK(cm_class_info[c].max_count == 0 && cm_block_check.start_limit[c] == 0, "entry %u is no class but has blocks", c);
     CHECK(cm_class_info[0].max_count == 0 && cm_block_check.start_limit[0] == 0, "entry 0 is no class but has blocks");
     CHECK(in_readonly_mapping(&cm_block_check), "block check table not in read-only memory");
-    CHECK(in_readonly_mapping(cm_class_by_8) && in_readonly_mapping(cm_class_by_128),
+    CHECK(in_readonly_mapping(cm_class_by_1) && in_readonly_mapping(cm_class_by_128),
           "lookup tables not in read-only memory");
     printf("size classes: %d classes, all sizes 0..%u map to the smallest fitting class\n", CM_NUM_CLASSES,
            CM_SMALL_MAX);

@@ -99,7 +99,8 @@ static int class_of(uint32_t size) {
         if (block_size[c] >= size) return c;
     return 0;
 }
-/* cm_class_by_<step>: the class of sizes 0..max, indexed by (size + step - 1) / step */
+/* cm_class_by_<step>: the class of sizes 0..max, indexed by (size + step - 1) / step
+ * (by the size itself for step 1) */
 static void emit_lookup(FILE *f, uint32_t step, uint32_t max) {
     fprintf(f, "\n/* class for sizes 0..%u, indexed by (size + %u) / %u */\n", max, step - 1, step);
     fprintf(f, "const uint8_t cm_class_by_%u[%u] = {", step, max / step + 1);
@@ -148,7 +149,7 @@ int main(int argc, char **argv) {
     fprintf(h, "#define CM_CLASS_INFO_LEN %d\n\n", INFO_LEN);
     fprintf(h, "CM_HIDDEN extern const cm_class_info_t cm_class_info[CM_CLASS_INFO_LEN];\n");
     fprintf(h, "CM_HIDDEN extern const cm_block_check_t cm_block_check;\n");
-    fprintf(h, "CM_HIDDEN extern const uint8_t cm_class_by_8[%u];\n", FINE_MAX / 8 + 1);
+    fprintf(h, "CM_HIDDEN extern const uint8_t cm_class_by_1[%u];\n", FINE_MAX + 1);
     fprintf(h, "CM_HIDDEN extern const uint8_t cm_class_by_%u[%u];\n", COARSE_STEP, SMALL_MAX / COARSE_STEP + 1);
     if (fclose(h) != 0) return 1;
 
@@ -173,7 +174,7 @@ int main(int argc, char **argv) {
     emit_field(f, "span_mask", mask, "ull");
     emit_field(f, "start_limit", limit, "ull");
     fprintf(f, "};\n");
-    emit_lookup(f, 8, FINE_MAX);
+    emit_lookup(f, 1, FINE_MAX);
     emit_lookup(f, COARSE_STEP, SMALL_MAX);
     return fclose(f) == 0 ? 0 : 1;
 }
