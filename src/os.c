@@ -166,6 +166,12 @@ static void *map_placed(size_t size, size_t align, size_t offset, int prot, int 
 
 void *cm_os_map_aligned(size_t size, size_t align) { return map_placed(size, align, 0, PROT_READ | PROT_WRITE, 0); }
 
+#define TABLE_SPAN ((size_t)2 << 20) /* what one page-table page maps on x86-64 (a PMD entry) */
+void *cm_os_map_congruent(size_t size, size_t align, const void *like) {
+    size_t span = align > TABLE_SPAN ? align : TABLE_SPAN;
+    return map_placed(size, span, (uintptr_t)like & (span - 1), PROT_READ | PROT_WRITE, 0);
+}
+
 void *cm_os_reserve_aligned(size_t size, size_t align) { return reserve(size, align, 0, PROT_READ | PROT_WRITE); }
 
 void cm_os_yield(void) { raw_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0); }

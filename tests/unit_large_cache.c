@@ -5,7 +5,8 @@
  *    its size serves all three (GNU sort's pattern).
  *  - A block grown (by malloc or realloc) gets the pages of other cached
  *    mappings moved in behind it, of 1 MiB or more or covering what is
- *    missing; calloc's block reads as zeros all the same.
+ *    missing; calloc's block reads as zeros all the same. A block that
+ *    cannot grow in place moves a multiple of 2 MiB away.
  *  - The same choices above 16 units (1 MiB), where sizes share one list.
  *  - A mapping idle past the decay time is unmapped by the pool's decay
  *    pass (which small blocks' refills run), not only by large operations,
@@ -103,6 +104,10 @@ int main(void) {
         cm_free(c40), cm_free(c30);
         char *r60 = zeroed ? cm_calloc(1, 60 * UNIT) : cm_malloc(60 * UNIT);
         CHECK(r60 && cached_units() == 10, "the rest of the 30 cached (%zu units)", cached_units());
+        /* grown where it was, or moved to the same offset within 2 MiB,
+         * where the kernel moves whole page tables */
+        CHECK(((uintptr_t)r60 - (uintptr_t)c40) % ((size_t)2 << 20) == 0, "moved from %p to %p: not 2 MiB apart",
+              (void *)c40, (void *)r60);
         for (size_t off = 0; off < 60 * UNIT; off++) {
             char want = zeroed ? 0 : off < 40 * UNIT ? 0x40 : 0x30;
             CHECK(r60[off] == want, "%s: byte %zu is %d, want %d", zeroed ? "calloc" : "malloc", off, r60[off], want);
