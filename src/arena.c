@@ -35,6 +35,11 @@
  * with their pages resident (a kept superblock that gave way to a span of
  * another size, pool.c): claims take runs of those first, and a purge
  * (decay, trim) claims the rest, returns their pages and frees them clean.
+ * Each chunk has a home thread, the one that mapped it or last claimed from
+ * it when it was all free, and a thread claims in its own chunks first:
+ * memory one thread just wrote to, reused by another on another core, is
+ * fetched line by line from the first core's cache (bench/'s growth at 2
+ * threads ran 2x slower when the two vCPUs sat far apart, BENCHMARKS.md).
  * Nothing here waits: every step is a CAS or a fetch_or.
  * Spans of the cage come from the cage's own units (cage.c). */
 #include <sys/mman.h>
@@ -158,6 +163,19 @@ static _Atomic size_t dirty_units;
 
 bool cm_arena_has_dirty(void) { return atomic_load_explicit(&dirty_units, memory_order_relaxed) != 0; }
 
+/* The calling thread as a chunk's home: its ref, or 0 (no home, any chunk)
+ * for a thread without a heap. */
+static uint32_t home_of_caller(void) {
+    uint32_t me = cm_my_ref();
+    return me == CM_NO_THREAD ? 0 : me;
+}
+
+/* The chunk's home is the calling thread. relaxed, as every access to a
+ * home: it only steers where a claim looks first. */
+static void set_home(cm_region_t *r, size_t c) {
+    atomic_store_explicit(&r->chunk_home[c], home_of_caller(), memory_order_relaxed);
+}
+
 /* Claim n aligned units of chunk c of region r, a run of dirty units only
  * if dirty_only, else preferring one; 0 if it has no such run. *dirty: some
  * claimed unit was dirty. A releaser sets a unit's dirty bit before its
@@ -178,6 +196,7 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
         uint64_t mask = run_mask(n, at);
         if (atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~mask, memory_order_acquire,
                                                   memory_order_acquire)) {
+            if (w == ALL_FREE) set_home(r, c); /* nobody's spans were in it: ours now */
             /* relaxed: an RMW reads the releaser's bits, which came before its release */
             uint64_t was = atomic_fetch_and_explicit(&r->chunk_dirty[c], ~mask, memory_order_relaxed) & mask;
             unsigned reused = (unsigned)__builtin_popcountll(was);
@@ -209,30 +228,40 @@ static bool each_listed_chunk(bool (*fn)(cm_region_t *, uintptr_t, size_t, void 
 typedef struct claim_request {
     unsigned n;
     bool dirty_only, dirty;
+    uint32_t home; /* only chunks of this home thread; 0: any chunk */
     uintptr_t span;
 } claim_request_t;
 
 static bool claim_from(cm_region_t *r, uintptr_t base, size_t c, void *ctx) {
     claim_request_t *q = ctx;
+    if (q->home && atomic_load_explicit(&r->chunk_home[c], memory_order_relaxed) != q->home) return false;
     q->span = claim_in_chunk(r, base, c, q->n, q->dirty_only, &q->dirty);
     if (q->span) return true;
     if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == 0) unlist_chunk(r, c);
     return false;
 }
 
-/* Lowest listed chunk with room first: spans crowd into the chunks mapped
- * first, so the others empty out and go back to the OS. */
-static char *claim_listed_as(unsigned n, bool dirty_only, bool *dirty) {
-    claim_request_t q = {.n = n, .dirty_only = dirty_only};
+/* Lowest listed chunk with room first (of home `home`, or any if 0): spans
+ * crowd into the chunks mapped first, so the others empty out and go back
+ * to the OS. */
+static char *claim_listed_as(unsigned n, bool dirty_only, uint32_t home, bool *dirty) {
+    claim_request_t q = {.n = n, .dirty_only = dirty_only, .home = home};
     if (!each_listed_chunk(claim_from, &q)) return NULL;
     *dirty = q.dirty;
     return (char *)q.span;
 }
 
-/* Dirty units first, wherever they are: their pages are resident already. */
-static char *claim_listed(unsigned n, bool *dirty) {
-    char *span = cm_arena_has_dirty() ? claim_listed_as(n, true, dirty) : NULL;
-    return span ? span : claim_listed_as(n, false, dirty);
+/* Dirty units first, wherever they are (ours before the others'): their
+ * pages are resident already, and left alone they would only be returned.
+ * Then clean units of our own chunks. */
+static char *claim_resident_or_own(unsigned n, uint32_t me, bool *dirty) {
+    char *span = NULL;
+    if (cm_arena_has_dirty()) {
+        if (me) span = claim_listed_as(n, true, me, dirty);
+        if (!span) span = claim_listed_as(n, true, 0, dirty);
+    }
+    if (!span && me) span = claim_listed_as(n, false, me, dirty);
+    return span;
 }
 
 /* One chunk from the current reservation, or NULL when it is used up.
@@ -284,10 +313,11 @@ static char *map_chunk(void) {
     }
 }
 
-/* Claim the first n units of a new chunk and list the rest. Its word is 0
- * until now (never ours, or unmapped by us after we zeroed it). */
-static char *claim_new_chunk(unsigned n) {
-    char *chunk = map_chunk();
+/* Claim the first n units of a new chunk (only one of the arena's
+ * reservation if arena_only) and list the rest. Its word is 0 until now
+ * (never ours, or unmapped by us after we zeroed it). */
+static char *claim_new_chunk(unsigned n, bool arena_only) {
+    char *chunk = arena_only ? take_from_arena() : map_chunk();
     if (!chunk) return NULL;
     if (!cm_pagemap_set((uintptr_t)chunk, CM_CHUNK_SIZE, 0)) { /* creates its region */
         cm_os_unreserve(chunk, CM_CHUNK_SIZE);
@@ -295,6 +325,7 @@ static char *claim_new_chunk(unsigned n) {
     }
     cm_region_t *r = cm_pagemap_region((uintptr_t)chunk);
     size_t c = chunk_index((uintptr_t)chunk);
+    set_home(r, c);
     cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
     if (n < UNITS_PER_CHUNK) {
         /* release: a claimer that reads the bits sees the chunk's page-map entries set */
@@ -304,12 +335,26 @@ static char *claim_new_chunk(unsigned n) {
     return chunk;
 }
 
+/* Where a span comes from, best first: resident units, clean units of our
+ * own chunks, a chunk of the arena's reservation never used (the other
+ * threads' clean units cost no more memory, but a thread that settles in
+ * another's chunk will give back units there that the other reuses),
+ * anyone's clean units, a chunk mapped anew. */
 static char *claim_once(unsigned shift, unsigned space, bool *dirty) {
     *dirty = false;
     if (space == CM_SPACE_CAGE) return cm_cage_claim((size_t)1 << shift, (size_t)1 << shift);
     unsigned n = 1u << (shift - CM_UNIT_SHIFT);
-    char *span = claim_listed(n, dirty);
-    return span ? span : claim_new_chunk(n);
+    uint32_t me = home_of_caller();
+    char *span = claim_resident_or_own(n, me, dirty);
+    if (!span && me) span = claim_new_chunk(n, true);
+    if (!span) span = claim_listed_as(n, false, 0, dirty);
+    return span ? span : claim_new_chunk(n, false);
+}
+
+char *cm_arena_claim_own_resident(unsigned shift, bool *dirty) {
+    uint32_t me = home_of_caller();
+    if (!me || !cm_arena_has_dirty()) return NULL;
+    return claim_listed_as(1u << (shift - CM_UNIT_SHIFT), true, me, dirty);
 }
 
 char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {

@@ -18,7 +18,8 @@
  *              retired superblock's span goes back for any span size to
  *              reuse, and an all-free chunk keeps its address space (not its
  *              pages) until a trim or a failed mapping unmaps it (never, in
- *              the arena's reservation).
+ *              the arena's reservation). Each chunk has a home thread, whose
+ *              claims look there first.
  *  descriptor  128 bytes of metadata for one superblock or one large block:
  *              its anchor word, its list link, its geometry. Descriptors live
  *              in one reserved region and are never unmapped, so a stale read
@@ -62,11 +63,13 @@
  *              space (arena and OS mappings) or the cage. Every heap, and
  *              each of the pool's stacks, holds blocks of one space only.
  *  pool        the superblocks no heap owns (pool.c): per class lock-free
- *              stacks of PARTIAL superblocks (sharded), fully free ones kept
- *              committed up to a budget. A heap takes a superblock from the
- *              pool when it has none with free blocks, and gives it back when
- *              it empties, or when the heap goes away (abandoned: its thread
- *              exited, or cm_heap_delete); another heap then reclaims it.
+ *              stacks of PARTIAL superblocks (sharded by the thread that gave
+ *              them back), fully free ones kept committed up to a budget. A
+ *              heap takes a superblock from the pool when it has none with
+ *              free blocks, its own thread's memory first, and gives it back
+ *              when it empties, or when the heap goes away (abandoned: its
+ *              thread exited, or cm_heap_delete); another heap then reclaims
+ *              it.
  *
  * Superblock states (anchor.state):
  *  OWNED     a heap owns it; the anchor list holds remote frees (count).
@@ -430,6 +433,7 @@ typedef struct cm_region {
     _Atomic uint64_t chunk_free[CM_REGION_CHUNKS];            /* bit u: unit u of the chunk is free */
     _Atomic uint64_t chunk_listed[CM_REGION_CHUNKS / 64];     /* bit c: chunk c may have free units */
     _Atomic uint64_t chunk_dirty[CM_REGION_CHUNKS];           /* bit u: free unit u's pages may be resident */
+    _Atomic uint32_t chunk_home[CM_REGION_CHUNKS];            /* the thread (ref) whose spans it holds: a hint */
 } cm_region_t;
 /* Root slot i holds the byte offset of its region from the empty leaf, an
  * all-zero array of entries in .bss right after the root: 0 (the .bss
@@ -712,6 +716,9 @@ CM_HIDDEN void cm_cage_release(char *p, size_t size);
  * is full even once the large cache gave back all it held. *dirty: some of
  * its pages were released dirty (not zero). */
 CM_HIDDEN char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty);
+/* Such a span of the plain space made only of units released dirty into
+ * chunks the calling thread is home to (*dirty then true); NULL if none. */
+CM_HIDDEN char *cm_arena_claim_own_resident(unsigned shift, bool *dirty);
 /* Give back a span whose pages were returned already (decommitted). */
 CM_HIDDEN void cm_arena_release(char *span, unsigned shift);
 /* Give back a span of the arena (not the cage) with its pages resident, for

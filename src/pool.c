@@ -12,9 +12,11 @@
 #include "internal.h"
 
 /* Partial superblocks are sharded by the thread that gave them back: a heap
- * takes from its thread's shard first and from the others only when it is
- * empty, so two threads working the same class do not keep taking each
- * other's superblocks. Nothing is private: any thread may take any shard. */
+ * takes from its thread's shard first (its partial and its kept ones) and
+ * from the others only when it is empty, so two threads working the same
+ * class do not keep taking each other's superblocks, nor each other's
+ * freshly written memory (cm_pool_acquire). Nothing is private: any thread
+ * may take any shard. */
 #define PARTIAL_SHARDS 4
 #define DECAY_SCAN 4096 /* descriptors one decay pass looks at: bounded work inside a malloc */
 /* Indexed shard before class: the stacks a thread pushes on, its shard's,
@@ -44,6 +46,13 @@ static bool parked_all_back(cm_anchor_t a, unsigned cls) {
  * acquire of the anchor, which the last owner's release wrote. */
 static uint32_t carved_of(const cm_desc_t *d) { return atomic_load_explicit(&d->carved, memory_order_relaxed); }
 static unsigned shard_of(uint32_t thread) { return thread % PARTIAL_SHARDS; }
+/* Shards looked at, counted from a thread's own: the own one is 0. */
+typedef struct shard_range {
+    unsigned from, count;
+} shard_range_t;
+#define ALL_SHARDS ((shard_range_t){0, PARTIAL_SHARDS})
+#define OWN_SHARD ((shard_range_t){0, 1})
+#define OTHER_SHARDS ((shard_range_t){1, PARTIAL_SHARDS - 1})
 /* The partial stack d goes on when given back by thread `thread`. */
 static cm_desc_stack_t *stack_for(const cm_desc_t *d, uint32_t thread) {
     return &partial[cm_space_of(d->base)][shard_of(thread)][cm_desc_class(d)];
@@ -65,22 +74,28 @@ static void assign_class(cm_desc_t *d, unsigned cls, unsigned state) {
     atomic_fetch_add_explicit(&cm_counters.sb_live[cls], 1, memory_order_relaxed);
 }
 
+/* d, a descriptor from the pool, describes the span at base, made a
+ * superblock of class cls. */
+static cm_desc_t *with_span(cm_desc_t *d, char *base, unsigned cls, unsigned state, bool dirty) {
+    d->base = base;
+    d->span_shift = (uint8_t)cm_class_info[cls].span_shift;
+    assign_class(d, cls, state);
+    if (!dirty) cm_large_give_way(span_size(d));
+    return d;
+}
+
 /* A descriptor from the pool and a span of `space` from the arena; NULL
  * when either runs out (the OS refuses memory, the cage is full, or the
  * descriptor cap is reached). *dirty: its pages may hold old data. */
 static cm_desc_t *new_superblock(unsigned cls, unsigned state, unsigned space, bool *dirty) {
     cm_desc_t *d = cm_desc_alloc();
     if (!d) return NULL;
-    unsigned shift = cm_class_info[cls].span_shift;
-    d->base = cm_arena_claim(shift, space, dirty);
-    if (!d->base) {
+    char *base = cm_arena_claim(cm_class_info[cls].span_shift, space, dirty);
+    if (!base) {
         cm_desc_release(d);
         return NULL;
     }
-    d->span_shift = (uint8_t)shift;
-    assign_class(d, cls, state);
-    if (!*dirty) cm_large_give_way(span_size(d));
-    return d;
+    return with_span(d, base, cls, state, *dirty);
 }
 
 /* ------------------------------------------------------------ retiring */
@@ -269,11 +284,13 @@ static cm_anchor_t take_partial(cm_desc_t *d, unsigned cls, unsigned to) {
 }
 
 /* A superblock of class `other` kept completely free (committed), taken
- * off the top of one of its partial stacks with its anchor moved to `to`
- * (FULL: to serve another class; RETIRING: to be retired) and no longer
- * counted as kept; NULL if no top is one. One in use goes back. */
-static cm_desc_t *take_kept(unsigned other, unsigned space, unsigned to) {
-    for (unsigned s = 0; s < PARTIAL_SHARDS; s++) {
+ * off the top of one of its partial stacks (of `shards`) with its anchor
+ * moved to `to` (FULL: to serve another class; RETIRING: to be retired)
+ * and no longer counted as kept; NULL if no top is one. One in use goes
+ * back. */
+static cm_desc_t *take_kept(unsigned other, unsigned space, unsigned to, shard_range_t shards) {
+    for (unsigned i = shards.from, mine = shard_of(cm_my_ref()); i < shards.from + shards.count; i++) {
+        unsigned s = (mine + i) % PARTIAL_SHARDS;
         cm_desc_t *d = cm_desc_stack_pop(&partial[space][s][other]);
         if (!d) continue;
         CM_TEST_POINT("take over: popped another class's superblock");
@@ -312,11 +329,11 @@ static bool kept_candidate(unsigned other, unsigned cls, unsigned shift, bool sa
  * between classes kept both the empty superblocks of the old classes and new
  * ones for the new (RSS +80% on a mixed-size run), or, retiring them at once,
  * faulted pages in again. Classes with none kept are not touched. */
-static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) {
+static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space, shard_range_t shards) {
     unsigned shift = cm_class_info[cls].span_shift;
     for (unsigned other = 1; other <= CM_NUM_CLASSES; other++) {
         if (!kept_candidate(other, cls, shift, true, space)) continue;
-        cm_desc_t *d = take_kept(other, space, CM_FULL);
+        cm_desc_t *d = take_kept(other, space, CM_FULL, shards);
         if (!d) continue;
         cm_uncount(&cm_counters.superblocks_live, 1);
         atomic_fetch_sub_explicit(&cm_counters.sb_live[other], 1, memory_order_relaxed);
@@ -336,7 +353,7 @@ static cm_desc_t *take_over_empty(unsigned cls, unsigned state, unsigned space) 
  * to CAGEMALLOC_EMPTY_KEEP: 256 strings grown by realloc to 96 KiB each
  * held 2.4x their bytes; returning those pages at once instead cost a
  * madvise and the faults again, round after round (BENCHMARKS.md). */
-static void retire_other_spans(unsigned cls, unsigned space) {
+static void retire_other_spans(unsigned cls, unsigned space, shard_range_t shards) {
     unsigned shift = cm_class_info[cls].span_shift;
     size_t wanted = (size_t)1 << shift, retired = 0;
     /* the cage's units have no dirty state: its kept superblocks stay */
@@ -344,7 +361,7 @@ static void retire_other_spans(unsigned cls, unsigned space) {
     for (unsigned other = 1; other <= CM_NUM_CLASSES && retired < wanted; other++) {
         if (!kept_candidate(other, cls, shift, false, space)) continue;
         cm_desc_t *d;
-        while (retired < wanted && (d = take_kept(other, space, CM_RETIRING)) != NULL) {
+        while (retired < wanted && (d = take_kept(other, space, CM_RETIRING, shards)) != NULL) {
             retired += span_size(d);
             retire(d, false, true); /* popped: on no list */
         }
@@ -353,8 +370,27 @@ static void retire_other_spans(unsigned cls, unsigned space) {
 
 /* A new superblock, made once kept ones of other span sizes gave way. */
 static cm_desc_t *fresh_superblock(unsigned cls, unsigned state, unsigned space, bool *dirty) {
-    retire_other_spans(cls, space);
+    retire_other_spans(cls, space, ALL_SHARDS);
     return new_superblock(cls, state, space, dirty);
+}
+
+/* A superblock of the calling thread's own memory, still resident: made of
+ * the dirty units of chunks it is home to, once its own kept superblocks
+ * of other span sizes gave way; NULL if there is none. The span is claimed
+ * first, as this fails more often than the descriptor pool does. */
+static cm_desc_t *own_resident_superblock(unsigned cls, unsigned state, unsigned space) {
+    if (space == CM_SPACE_CAGE) return NULL;
+    retire_other_spans(cls, space, OWN_SHARD);
+    unsigned shift = cm_class_info[cls].span_shift;
+    bool dirty;
+    char *base = cm_arena_claim_own_resident(shift, &dirty);
+    if (!base) return NULL;
+    cm_desc_t *d = cm_desc_alloc();
+    if (!d) {
+        cm_arena_release_dirty(base, shift);
+        return NULL;
+    }
+    return with_span(d, base, cls, state, true);
 }
 
 /* True if d, popped from a partial stack, is partial with live blocks in it. */
@@ -369,9 +405,9 @@ static bool holds_live_blocks(cm_desc_t *d) {
  * with no live block (the top of each shard is looked at; one in use goes
  * back). Nobody else allocates from a popped superblock, so one seen with
  * no live block still has none when it is taken. */
-static cm_desc_t *pop_partial(unsigned cls, unsigned space, uint32_t thread, unsigned to, bool no_live,
-                              cm_anchor_t *had) {
-    for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
+static cm_desc_t *pop_partial(unsigned cls, unsigned space, uint32_t thread, shard_range_t shards, unsigned to,
+                              bool no_live, cm_anchor_t *had) {
+    for (unsigned i = shards.from; i < shards.from + shards.count; i++) {
         cm_desc_stack_t *shard = &partial[space][(thread + i) % PARTIAL_SHARDS][cls];
         cm_desc_t *d;
         while ((d = cm_desc_stack_pop(shard)) != NULL) {
@@ -389,7 +425,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     uint32_t max = cm_class_info[cls].max_count;
     *out = (cm_refill_t){0};
     cm_anchor_t a;
-    cm_desc_t *d = pop_partial(cls, space, 0, CM_FULL, false, &a);
+    cm_desc_t *d = pop_partial(cls, space, 0, ALL_SHARDS, CM_FULL, false, &a);
     if (d && cm_anchor_count(a)) {
         out->chain = cm_desc_block(d, cm_anchor_avail(a));
         out->count = cm_anchor_count(a);
@@ -398,7 +434,7 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
     if (d) { /* partial for its blocks never carved alone */
         out->fresh_dirty = true;
     } else {
-        d = take_over_empty(cls, CM_FULL, space);
+        d = take_over_empty(cls, CM_FULL, space, ALL_SHARDS);
         out->fresh_dirty = d != NULL;
         if (!d) d = fresh_superblock(cls, CM_FULL, space, &out->fresh_dirty);
         if (!d) return false;
@@ -413,18 +449,23 @@ bool cm_pool_take(unsigned cls, unsigned space, cm_refill_t *out) {
 
 cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t owner, bool reclaim) {
     cm_anchor_t a;
-    /* A heap that can be destroyed frees every block of its superblocks
-     * then: it starts none that holds another heap's live blocks (an exited
-     * thread's, which stay valid). */
-    cm_desc_t *d = pop_partial(cls, space, owner, CM_OWNED, !reclaim, &a);
-    if (d) { /* its free blocks wait on the anchor list */
-        d->dirty = 1;
-    } else {
-        d = take_over_empty(cls, CM_OWNED, space);
-        bool dirty = d != NULL;
-        if (!d && !(d = fresh_superblock(cls, CM_OWNED, space, &dirty))) return NULL;
-        d->dirty = dirty;
-    }
+    /* The thread's own memory first, then the other threads': what it
+     * gave back is likely still in its core's cache, where another core
+     * would fetch it line by line (BENCHMARKS.md). But the class's partial
+     * superblocks before any made anew: their free blocks would otherwise
+     * wait while new ones are carved (xmalloc-test -w 4 held 1.5x the
+     * memory). Resident memory before new pages. A heap that can be
+     * destroyed frees every block of its superblocks then: it starts none
+     * that holds another heap's live blocks (an exited thread's, which stay
+     * valid). */
+    cm_desc_t *d = pop_partial(cls, space, owner, OWN_SHARD, CM_OWNED, !reclaim, &a);
+    if (!d) d = take_over_empty(cls, CM_OWNED, space, OWN_SHARD);
+    if (!d) d = pop_partial(cls, space, owner, OTHER_SHARDS, CM_OWNED, !reclaim, &a);
+    if (!d) d = own_resident_superblock(cls, CM_OWNED, space);
+    if (!d) d = take_over_empty(cls, CM_OWNED, space, OTHER_SHARDS);
+    bool dirty = true; /* used before */
+    if (!d && !(d = fresh_superblock(cls, CM_OWNED, space, &dirty))) return NULL;
+    d->dirty = dirty;
     d->local_free = CM_LIST_END;
     /* relaxed: remote frees read these only to tell a local free (a thread
      * finds its own ref only where it stored it) and to find the heap to
