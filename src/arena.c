@@ -162,6 +162,7 @@ static uint64_t run_mask(unsigned n, unsigned at) {
 static _Atomic size_t dirty_units;
 
 bool cm_arena_has_dirty(void) { return atomic_load_explicit(&dirty_units, memory_order_relaxed) != 0; }
+size_t cm_arena_dirty_bytes(void) { return atomic_load_explicit(&dirty_units, memory_order_relaxed) << CM_UNIT_SHIFT; }
 
 /* The calling thread as a chunk's home: its ref, or 0 (no home, any chunk)
  * for a thread without a heap. */

@@ -2,7 +2,8 @@
  *
  * Glossary
  *  block       what malloc returns. Small blocks (<= 128 KiB) come from a size
- *              class; larger ones are "large blocks", each its own mapping.
+ *              class; larger ones are "large blocks": up to 1 MiB each a
+ *              span of the arena, above that each its own mapping.
  *  size class  one of CM_NUM_CLASSES block sizes (8 B, 16 B steps to 128 B,
  *              then four per doubling to 128 KiB, and 4.5 and 9 KiB for a
  *              page or two plus a header); table generated at build time.
@@ -256,7 +257,7 @@ typedef struct cm_desc {
     _Atomic cm_anchor_t anchor;  /* small: superblock status; large: unused */
     _Atomic uint32_t next;       /* link in whichever lock-free stack holds it */
     _Atomic uint8_t size_class;  /* 1..CM_NUM_CLASSES, or CM_CLASS_LARGE */
-    uint8_t span_shift;          /* small: log2 of the span size */
+    uint8_t span_shift;          /* log2 of the span size (large: 0 for a mapping of its own) */
     uint8_t at;                  /* owner-private: CM_AT_* */
     uint8_t dirty;               /* owner-private: uncarved memory may be non-zero */
     char *base;                  /* span start, or large mapping start */
@@ -728,6 +729,8 @@ CM_HIDDEN void cm_arena_release_dirty(char *span, unsigned shift);
 /* Return the pages of every free unit released dirty; true if any. */
 CM_HIDDEN bool cm_arena_purge(void);
 CM_HIDDEN bool cm_arena_has_dirty(void);
+/* Bytes of free units released dirty, not yet claimed or purged. */
+CM_HIDDEN size_t cm_arena_dirty_bytes(void);
 /* Return dirty units' pages and unmap every chunk whose units are all
  * free; true if anything was returned. */
 CM_HIDDEN bool cm_arena_trim(void);

@@ -1,5 +1,6 @@
-/* large.c: blocks above the largest size class. Each is its own mapping
- * (in the cage: its own run of the cage's units, cage.c), aligned to a
+/* large.c: blocks above the largest size class. One of up to 1 MiB is a
+ * span of the arena (below); a larger one is its own mapping (in the cage,
+ * any size: its own run of the cage's units, cage.c), aligned to a
  * page-map unit (64 KiB) or to the requested alignment, with a
  * descriptor named in the page-map entry of its first unit only (free takes
  * the block's start, and any other pointer into it is invalid anyway: an
@@ -14,7 +15,7 @@
  * best cached mapping has gets the pages of other cached mappings moved in
  * behind it (mremap: page tables move, nothing is faulted in or copied).
  * 64 slots: with 32, two threads churning 128-256 KiB
- * blocks (bench/ mixed) overflowed it and unmapped, mapped and faulted in
+ * blocks (bench/ mixed, when such blocks were mappings) overflowed it and unmapped, mapped and faulted in
  * again (2,600 munmaps, twice the page faults, 1.2x the time). The cache is
  * bounded in bytes (CAGEMALLOC_LARGE_CACHE, 128 MiB: the excess split off
  * reused mappings waits there too, and at 64 MiB pieces past the bound
@@ -90,9 +91,75 @@ static void unmap_range(char *p, size_t size) {
     }
 }
 
+/* ------------------------------------------------------------ blocks in spans */
+
+/* A block of at most SPAN_MAX_SHIFT's span (with no larger alignment) is
+ * not a mapping of its own but a span of the arena, the smallest that
+ * holds it (span_shift names it; 0 for a mapping): no system call to get
+ * or give it back, and realloc within the span stays in place. Blocks of
+ * 128-256 KiB each mapped, grown by mremap and unmapped made about 1,000
+ * system calls in bench/'s mixed at 2 threads, each munmap or mremap flushing the
+ * other CPU's TLB (BENCHMARKS.md). Freed, the span goes back to the arena
+ * resident, for any span to reuse, while the arena's resident free units
+ * and the cached mappings stay under CAGEMALLOC_LARGE_CACHE; the pool's
+ * decay pass, which such a free runs too, returns their pages. */
+#define SPAN_MAX_SHIFT (CM_SPAN_MIN_SHIFT + CM_SPAN_ORDERS - 1)
+
+/* The shift of the span for a block of need bytes aligned to align (spans
+ * are aligned to their size), 0 if none serves. */
+static unsigned span_shift_for(size_t need, size_t align, unsigned space) {
+    size_t span = need > align ? need : align;
+    if (space != CM_SPACE_PLAIN || span > ((size_t)1 << SPAN_MAX_SHIFT)) return 0;
+    unsigned shift = CM_SPAN_MIN_SHIFT;
+    while (((size_t)1 << shift) < span) shift++;
+    return shift;
+}
+
+static cm_desc_t *span_new(size_t size, unsigned shift, bool zero) {
+    cm_desc_t *d = cm_desc_alloc();
+    if (!d) return NULL;
+    bool dirty;
+    d->base = cm_arena_claim(shift, CM_SPACE_PLAIN, &dirty);
+    if (!d->base) {
+        cm_desc_release(d);
+        return NULL;
+    }
+    d->span_shift = (uint8_t)shift;
+    d->map_size = (size_t)1 << shift;
+    /* Units used before may start with a superblock's free-list link; the
+     * block's first word must not look free (internal.h): copied into a
+     * small block by realloc, such a link met free's double-free check
+     * there (bench/ mixed, 1 run in 40, aborted). */
+    if (zero && dirty) memset(d->base, 0, size);
+    else if (dirty) cm_block_mark_used(d->base);
+    return d;
+}
+
+/* A block's span [base, base + 2^shift) back to the arena: its pages
+ * resident while the arena's resident free units and the cached mappings
+ * stay under the large cache's bound (one bound on what large blocks keep
+ * resident). Its entries name the retired descriptor, so a stale free is
+ * reported as a double free (as a retired superblock's: pool.c). */
+static void span_give_back(char *base, unsigned shift) {
+    size_t size = (size_t)1 << shift;
+    cm_pagemap_set((uintptr_t)base, size, cm_entry_make(CM_DESC_RETIRED, 0));
+    if (cm_arena_dirty_bytes() + atomic_load_explicit(&cm_counters.large_cached, memory_order_relaxed) + size <=
+        CM_OPTION(large_cache)) {
+        cm_arena_release_dirty(base, shift);
+    } else {
+        cm_os_decommit(base, size);
+        cm_arena_release(base, shift);
+    }
+}
+
+/* d's span or mapping goes back, and d with it. */
 static void release(cm_desc_t *d) {
-    set_entry(d->base, 0); /* before the range can be reused */
-    unmap_range(d->base, d->map_size);
+    if (d->span_shift) {
+        span_give_back(d->base, d->span_shift);
+    } else {
+        set_entry(d->base, 0); /* before the range can be reused */
+        unmap_range(d->base, d->map_size);
+    }
     cm_desc_release(d);
 }
 
@@ -104,7 +171,7 @@ static void release(cm_desc_t *d) {
 static bool cache_put_aged(cm_desc_t *d, uint64_t since) {
     size_t bytes = d->map_size;
     size_t before = atomic_fetch_add_explicit(&cm_counters.large_cached, bytes, memory_order_relaxed);
-    if (before + bytes > CM_OPTION(large_cache)) {
+    if (before + bytes + cm_arena_dirty_bytes() > CM_OPTION(large_cache)) {
         cm_uncount(&cm_counters.large_cached, bytes);
         return false;
     }
@@ -284,6 +351,7 @@ static void split(cm_desc_t *d, size_t size) {
     }
     tail->base = d->base + size;
     tail->map_size = d->map_size - size;
+    tail->span_shift = 0;
     atomic_store_explicit(&tail->size_class, (uint8_t)CM_CLASS_LARGE, memory_order_relaxed);
     d->map_size = size;
     if (!cache_put(tail)) release(tail);
@@ -335,6 +403,7 @@ static cm_desc_t *map_new(size_t size, size_t align, unsigned space) {
         return NULL;
     }
     d->map_size = size;
+    d->span_shift = 0;
     return d;
 }
 
@@ -396,8 +465,9 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
     size_t need = round_to_unit(size);
     if (align < CM_UNIT_SIZE) align = CM_UNIT_SIZE;
     purge_old(false);
-    cm_desc_t *d = cache_take(need, CM_UNIT_SIZE, align, space);
-    if (d) {
+    unsigned shift = span_shift_for(need, align, space);
+    cm_desc_t *d = shift ? span_new(size, shift, zero) : cache_take(need, CM_UNIT_SIZE, align, space);
+    if (d && !shift) {
         size_t stale = d->map_size; /* bytes that hold old contents */
         /* a reused mapping whose excess could hold another such block is
          * split, the excess cached for the next ones. Handed out whole (as
@@ -421,6 +491,7 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
     }
     if (!d && !(d = map_new(need, align, space))) return NULL;
     atomic_store_explicit(&d->size_class, (uint8_t)CM_CLASS_LARGE, memory_order_relaxed);
+    if (d->span_shift) cm_pagemap_set((uintptr_t)d->base, d->map_size, 0); /* its other units name nothing */
     if (!set_entry(d->base, cm_entry_make(cm_desc_ref(d), CM_CLASS_LARGE))) {
         release(d);
         return NULL;
@@ -435,8 +506,13 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
 void cm_large_free(cm_desc_t *d) {
     cm_uncount(&cm_counters.large_live, d->map_size);
     cm_uncount(&cm_counters.large_count, 1);
-    if (!cache_put(d)) release(d);
-    purge_old(false);
+    if (d->span_shift) {
+        release(d);
+        cm_pool_decay(); /* whose pass returns the arena's resident free units */
+    } else {
+        if (!cache_put(d)) release(d);
+        purge_old(false);
+    }
 }
 
 /* A thread that does not own d's heap cannot unlink d from the heap's list:
@@ -446,6 +522,7 @@ void cm_large_free(cm_desc_t *d) {
 void cm_large_free_remote(cm_desc_t *d) {
     char *base = d->base;
     size_t size = d->map_size;
+    uint8_t span_shift = d->span_shift;
     /* acquire: pairs with the release of a heap letting d go (heap 0), so
      * its last writes to d happen before we release d for reuse. The CAS
      * decides who releases the descriptor; the mapping itself was
@@ -464,14 +541,19 @@ void cm_large_free_remote(cm_desc_t *d) {
         if (mine) {
             mine->base = base;
             mine->map_size = size;
+            mine->span_shift = span_shift;
             atomic_store_explicit(&mine->size_class, (uint8_t)CM_CLASS_LARGE, memory_order_relaxed);
             mark(mine, CM_CLASS_LARGE);
             cm_large_free(mine);
         } else {
             cm_uncount(&cm_counters.large_live, size);
             cm_uncount(&cm_counters.large_count, 1);
-            set_entry(base, 0);
-            unmap_range(base, size);
+            if (span_shift) {
+                span_give_back(base, span_shift);
+            } else {
+                set_entry(base, 0);
+                unmap_range(base, size);
+            }
         }
         if (owner) atomic_fetch_add_explicit(&owner->zombies, 1, memory_order_relaxed);
         return;
@@ -481,6 +563,9 @@ void cm_large_free_remote(cm_desc_t *d) {
 
 void *cm_large_realloc(cm_desc_t *d, size_t size) {
     size_t need = round_to_unit(size), old = d->map_size;
+    /* a block in a span stays while it fits and uses over half of it; else
+     * the caller moves it (a copy of at most a span) */
+    if (d->span_shift) return need <= old && need > old / 2 ? d->base : NULL;
     /* shrinking by less than half keeps the mapping whole: no system call
      * now, and none if the block grows back (realloc to random sizes
      * unmapped a tail and mapped it again at every other call) */

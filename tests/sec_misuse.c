@@ -125,6 +125,14 @@ static void double_free_large(void) {
     do_free(p);
     do_free(p);
 }
+/* a block of 128 KiB - 1 MiB is a span of the arena, not a mapping */
+static void double_free_span(void) {
+    char *p = do_malloc(300 << 10);
+    p[0] = 1;
+    expect("free", "double free", p);
+    do_free(p);
+    do_free(p);
+}
 /* A use-after-free write over a freed block's first word: a later malloc of
  * its class must abort, not hand out the forged or a wild address. The block
  * waits on its superblock's local free list, which malloc takes when the
@@ -243,6 +251,7 @@ int main(void) {
         {"free_stack", free_stack},           {"free_interior_small", free_interior_small},
         {"free_interior_large", free_interior_large}, {"free_foreign_mmap", free_foreign_mmap},
         {"realloc_stack", realloc_stack},     {"double_free_large", double_free_large},
+        {"double_free_span", double_free_span},
         {"forged_link", forged_link},         {"forged_link_flush", forged_link_flush},
         {"uaf_int_at_4", uaf_int_at_4},
         {"uaf_decrement", uaf_decrement},
