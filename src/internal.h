@@ -11,7 +11,8 @@
  *              16-aligned.
  *  superblock  a span of 64 KiB..1 MiB, aligned to its size, cut into blocks of
  *              one class.
- *  arena       where spans come from: 4 MiB chunks, each a bitmap of 64
+ *  arena       where spans (of superblocks, and of large blocks up to
+ *              1 MiB) come from: 4 MiB chunks, each a bitmap of 64
  *              units of 64 KiB, cut from the arena's reservation (64 GiB of
  *              address space reserved at init, opened as it is used:
  *              reservation.c) and, once that is used up or

@@ -44,6 +44,10 @@
  * free, so a taker can judge the fit without touching a descriptor it does
  * not own. */
 static _Atomic uint64_t cache_slots[CACHE_SLOTS];
+/* Where each slot's mapping starts, written by the put that filled it: a
+ * hint for finding a cached mapping by address (cache_take_at), which
+ * checks the descriptor once the slot is taken. */
+static _Atomic uintptr_t cache_base[CACHE_SLOTS];
 static _Atomic uint64_t last_purge_ns;
 #define SLOT_CAGE ((uint64_t)1 << 63)
 
@@ -184,6 +188,8 @@ static bool cache_put_aged(cm_desc_t *d, uint64_t since) {
         /* release: the taker sees d's fields and page-map entries as we left them */
         if (atomic_compare_exchange_strong_explicit(&cache_slots[i], &empty, w, memory_order_release,
                                                     memory_order_relaxed)) {
+            /* relaxed: a hint (above) */
+            atomic_store_explicit(&cache_base[i], (uintptr_t)d->base, memory_order_relaxed);
             list_add(list_of(slot_units(w)), i);
             return true;
         }
@@ -207,6 +213,49 @@ static cm_desc_t *cache_take_slot(unsigned i, uint64_t w) {
     list_remove(list_of(slot_units(w)), i);
     cm_uncount(&cm_counters.large_cached, slot_bytes(w));
     return cm_desc_from_ref((uint32_t)w);
+}
+
+/* The cached mapping of the plain space that starts at `at` (or, if
+ * ending, the one that ends there), taken; NULL if none. */
+static cm_desc_t *cache_take_at(const char *at, bool ending) {
+    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+        uint64_t w = atomic_load_explicit(&cache_slots[i], memory_order_relaxed);
+        if (w == 0 || slot_space(w) != CM_SPACE_PLAIN) continue;
+        uintptr_t base = atomic_load_explicit(&cache_base[i], memory_order_relaxed);
+        if ((ending ? base + slot_bytes(w) : base) != (uintptr_t)at) continue;
+        cm_desc_t *d = cache_take_slot(i, w);
+        if (!d) continue;
+        if ((ending ? d->base + d->map_size : d->base) == at) return d;
+        if (!cache_return(d)) release(d); /* the hint was stale */
+    }
+    return NULL;
+}
+
+/* d, a mapping of the plain space taken from the cache (on no list, its
+ * page-map entry at its base as the cache left it), grows towards need by
+ * taking in the cached mappings right after it and, if `before` (its bytes
+ * need not stay where they are), right before it: their pages are mapped
+ * and resident already, so no system call and no fault. The kernel places
+ * new mappings next to each other, so a freed block's neighbours are often
+ * cached too; taking pages from farther away takes an mremap each, and on
+ * two CPUs each flushes the other's TLB. */
+static void absorb_neighbours(cm_desc_t *d, size_t need, bool before) {
+    while (d->map_size < need) {
+        cm_desc_t *next = cache_take_at(d->base + d->map_size, false);
+        if (next) {
+            set_entry(next->base, 0);
+            d->map_size += next->map_size;
+            cm_desc_release(next);
+            continue;
+        }
+        cm_desc_t *prev = before ? cache_take_at(d->base, true) : NULL;
+        if (!prev) return;
+        set_entry(prev->base, 0);
+        set_entry(d->base, 0); /* the block starts at prev's base now */
+        d->base = prev->base;
+        d->map_size += prev->map_size;
+        cm_desc_release(prev);
+    }
 }
 
 /* Of the slots on list `list` holding mappings of `space`, the best for
@@ -468,6 +517,7 @@ cm_desc_t *cm_large_alloc(size_t size, size_t align, bool zero, unsigned space) 
     unsigned shift = span_shift_for(need, align, space);
     cm_desc_t *d = shift ? span_new(size, shift, zero) : cache_take(need, CM_UNIT_SIZE, align, space);
     if (d && !shift) {
+        if (d->map_size < need && space == CM_SPACE_PLAIN) absorb_neighbours(d, need, align == CM_UNIT_SIZE);
         size_t stale = d->map_size; /* bytes that hold old contents */
         /* a reused mapping whose excess could hold another such block is
          * split, the excess cached for the next ones. Handed out whole (as
@@ -573,12 +623,19 @@ void *cm_large_realloc(cm_desc_t *d, size_t size) {
     if (need < old) {
         shrink(d, need);
     } else if (need > old) {
-        if (!grow(d, need, CM_UNIT_SIZE)) return NULL;
-        mark(d, CM_CLASS_LARGE);
-        fill_grown(d, old);
+        if (cm_space_of(d->base) == CM_SPACE_PLAIN) absorb_neighbours(d, need, false);
+        size_t resident = d->map_size;
+        if (resident < need) {
+            if (!grow(d, need, CM_UNIT_SIZE)) return NULL;
+            mark(d, CM_CLASS_LARGE);
+            fill_grown(d, resident);
+        } else if (resident >= 2 * need && resident - need >= SPLIT_MIN) {
+            split(d, need); /* a neighbour taken in had more than the block needs */
+        }
     }
-    if (need > old) cm_count(&cm_counters.large_live, need - old);
-    else cm_uncount(&cm_counters.large_live, old - need);
+    size_t now = d->map_size;
+    if (now > old) cm_count(&cm_counters.large_live, now - old);
+    else cm_uncount(&cm_counters.large_live, old - now);
     return d->base;
 }
 

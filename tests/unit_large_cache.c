@@ -7,6 +7,8 @@
  *    mappings moved in behind it, of 1 MiB or more or covering what is
  *    missing; calloc's block reads as zeros all the same. A block that
  *    cannot grow in place moves a multiple of 2 MiB away.
+ *  - Cached neighbours, a mapping right after the block (or, for malloc,
+ *    right before it), are taken in whole, without a system call.
  *  - These choices made within the one list that sizes above 16 units
  *    share. Blocks of up to 16 units (1 MiB) are spans of the arena, not
  *    mappings (unit_large_spans), so the blocks here are larger, but for
@@ -103,12 +105,14 @@ int main(void) {
     /* 40 units grown to 60: the first 20 units of the cached 30 are moved
      * in behind (their bytes come along); calloc's block reads as zeros */
     for (int zeroed = 0; zeroed < 2; zeroed++) {
-        char *c40 = cm_malloc(40 * UNIT), *c30 = cm_malloc(30 * UNIT);
-        CHECK(c40 && c30, "cm_malloc");
+        /* a live block between the two: not neighbours (taken in whole, below) */
+        char *c40 = cm_malloc(40 * UNIT), *apart = cm_malloc(17 * UNIT), *c30 = cm_malloc(30 * UNIT);
+        CHECK(c40 && apart && c30, "cm_malloc");
         memset(c40, 0x40, 40 * UNIT), memset(c30, 0x30, 30 * UNIT);
         cm_free(c40), cm_free(c30);
         char *r60 = zeroed ? cm_calloc(1, 60 * UNIT) : cm_malloc(60 * UNIT);
-        CHECK(r60 && cached_units() == 10, "the rest of the 30 cached (%zu units)", cached_units());
+        cm_free(apart);
+        CHECK(r60 && cached_units() == 27, "the rest of the 30 and the 17 cached (%zu units)", cached_units());
         /* grown where it was, or moved to the same offset within 2 MiB,
          * where the kernel moves whole page tables */
         CHECK(((uintptr_t)r60 - (uintptr_t)c40) % ((size_t)2 << 20) == 0, "moved from %p to %p: not 2 MiB apart",
@@ -133,6 +137,43 @@ int main(void) {
     CHECK(g60[0] == 0x40 && g60[40 * UNIT - 1] == 0x40 && g60[40 * UNIT] == 0 && g60[60 * UNIT - 1] == 0,
           "the 40 grown with fresh pages");
     cm_free(g60);
+    cm_large_trim();
+
+    /* cached neighbours (two halves of one freed mapping) are taken in
+     * whole, without a system call: by malloc, at the lower one's start;
+     * by calloc, zeroed; by realloc, behind the block, its bytes kept */
+    for (int zeroed = 0; zeroed < 2; zeroed++) {
+        char *whole = cm_malloc(60 * UNIT);
+        CHECK(whole, "cm_malloc");
+        cm_free(whole);
+        char *low = cm_malloc(30 * UNIT), *high = cm_malloc(30 * UNIT);
+        expect("the first half of the freed mapping", low, whole);
+        expect("its second half", high, whole + 30 * UNIT);
+        memset(low, 0x11, 30 * UNIT), memset(high, 0x22, 30 * UNIT);
+        cm_free(high), cm_free(low);
+        size_t calls = atomic_load(&cm_counters.os_calls);
+        char *both = zeroed ? cm_calloc(1, 60 * UNIT) : cm_malloc(60 * UNIT);
+        expect("both halves taken in", both, whole);
+        CHECK(atomic_load(&cm_counters.os_calls) == calls && cached_units() == 0,
+              "%zu system calls, %zu units left cached", atomic_load(&cm_counters.os_calls) - calls, cached_units());
+        for (size_t off = 0; zeroed && off < 60 * UNIT; off++) CHECK(both[off] == 0, "calloc: byte %zu is %d", off, both[off]);
+        cm_free(both);
+        cm_large_trim();
+    }
+    char *whole = cm_malloc(60 * UNIT);
+    CHECK(whole, "cm_malloc");
+    cm_free(whole);
+    char *low = cm_malloc(30 * UNIT), *high = cm_malloc(30 * UNIT);
+    CHECK(low == whole && high == whole + 30 * UNIT, "the freed mapping in two halves");
+    memset(low, 0x11, 30 * UNIT);
+    cm_free(high);
+    size_t calls = atomic_load(&cm_counters.os_calls);
+    char *grown = cm_realloc(low, 50 * UNIT);
+    expect("realloc grown in place over its cached neighbour", grown, low);
+    CHECK(atomic_load(&cm_counters.os_calls) == calls && cached_units() == 0, "%zu system calls, %zu units cached",
+          atomic_load(&cm_counters.os_calls) - calls, cached_units());
+    for (size_t off = 0; off < 30 * UNIT; off++) CHECK(grown[off] == 0x11, "realloc: byte %zu lost", off);
+    cm_free(grown);
     cm_large_trim();
 
     /* realloc's growth takes cached pages too */
