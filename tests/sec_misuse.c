@@ -118,21 +118,16 @@ static void realloc_stack(void) {
     expect("realloc", "invalid pointer", on_stack);
     do_realloc(on_stack, 100);
 }
-static void double_free_large(void) {
-    char *p = do_malloc(2 << 20);
+static void double_free_of(size_t size) {
+    char *p = do_malloc(size);
     p[0] = 1;
     expect("free", "double free", p);
     do_free(p);
     do_free(p);
 }
+static void double_free_large(void) { double_free_of(2 << 20); }
 /* a block of 128 KiB - 1 MiB is a span of the arena, not a mapping */
-static void double_free_span(void) {
-    char *p = do_malloc(300 << 10);
-    p[0] = 1;
-    expect("free", "double free", p);
-    do_free(p);
-    do_free(p);
-}
+static void double_free_span(void) { double_free_of(300 << 10); }
 /* A use-after-free write over a freed block's first word: a later malloc of
  * its class must abort, not hand out the forged or a wild address. The block
  * waits on its superblock's local free list, which malloc takes when the
