@@ -46,6 +46,26 @@ static char *block(size_t units) {
     return p;
 }
 
+/* A block of `units` that does not border [p, p + p_units) on either side.
+ * The kernel maps a new block right below the last one, or in a hole
+ * anywhere; a block that borders p is kept live in spacer[] (up to 3, for
+ * the caller to free) and another taken, for a cached neighbour would be
+ * taken in whole where a check wants pages moved in or fresh ones. */
+static char *apart_from(const char *p, size_t p_units, size_t units, char **spacer) {
+    for (int i = 0; i < 3; i++) {
+        char *q = cm_malloc(units * UNIT);
+        CHECK(q, "cm_malloc(%zu units)", units);
+        if (q + units * UNIT != p && p + p_units * UNIT != q) return q;
+        spacer[i] = q;
+    }
+    CHECK(false, "every block borders %p", (const void *)p);
+    return NULL;
+}
+
+static void free_spacers(char **spacer) {
+    for (int i = 0; i < 3; i++) cm_free(spacer[i]), spacer[i] = NULL;
+}
+
 static void expect(const char *what, const char *got, const char *want) {
     CHECK(got == want, "%s: got %p, want %p", what, (const void *)got, (const void *)want);
 }
@@ -105,14 +125,14 @@ int main(void) {
     /* 40 units grown to 60: the first 20 units of the cached 30 are moved
      * in behind (their bytes come along); calloc's block reads as zeros */
     for (int zeroed = 0; zeroed < 2; zeroed++) {
-        /* a live block between the two: not neighbours (taken in whole, below) */
-        char *c40 = cm_malloc(40 * UNIT), *apart = cm_malloc(17 * UNIT), *c30 = cm_malloc(30 * UNIT);
-        CHECK(c40 && apart && c30, "cm_malloc");
+        char *spacer[3] = {0}, *c40 = cm_malloc(40 * UNIT);
+        CHECK(c40, "cm_malloc");
+        char *c30 = apart_from(c40, 40, 30, spacer);
         memset(c40, 0x40, 40 * UNIT), memset(c30, 0x30, 30 * UNIT);
         cm_free(c40), cm_free(c30);
         char *r60 = zeroed ? cm_calloc(1, 60 * UNIT) : cm_malloc(60 * UNIT);
-        cm_free(apart);
-        CHECK(r60 && cached_units() == 27, "the rest of the 30 and the 17 cached (%zu units)", cached_units());
+        CHECK(r60 && cached_units() == 10, "the rest of the 30 cached (%zu units)", cached_units());
+        free_spacers(spacer);
         /* grown where it was, or moved to the same offset within 2 MiB,
          * where the kernel moves whole page tables */
         CHECK(((uintptr_t)r60 - (uintptr_t)c40) % ((size_t)2 << 20) == 0, "moved from %p to %p: not 2 MiB apart",
@@ -128,12 +148,15 @@ int main(void) {
     /* a cached mapping under 1 MiB (blocks that small are spans: this one
      * is a mapping cut down by realloc) that does not cover what is missing
      * is not moved in: the grown part is fresh */
-    char *e40 = cm_malloc(40 * UNIT), *e17 = cm_malloc(17 * UNIT), *e8 = cm_realloc(e17, 8 * UNIT);
-    CHECK(e40 && e8 == e17, "cm_malloc, and realloc cutting the mapping down in place");
+    char *spacer[3] = {0}, *e40 = cm_malloc(40 * UNIT);
+    CHECK(e40, "cm_malloc");
+    char *e17 = apart_from(e40, 40, 17, spacer), *e8 = cm_realloc(e17, 8 * UNIT);
+    CHECK(e8 == e17, "realloc cutting the mapping down in place");
     memset(e40, 0x40, 40 * UNIT), memset(e8, 8, 8 * UNIT);
     cm_free(e40), cm_free(e8);
     char *g60 = cm_malloc(60 * UNIT);
     CHECK(g60 && cached_units() == 8, "the small mapping left cached (%zu units)", cached_units());
+    free_spacers(spacer);
     CHECK(g60[0] == 0x40 && g60[40 * UNIT - 1] == 0x40 && g60[40 * UNIT] == 0 && g60[60 * UNIT - 1] == 0,
           "the 40 grown with fresh pages");
     cm_free(g60);
@@ -177,12 +200,14 @@ int main(void) {
     cm_large_trim();
 
     /* realloc's growth takes cached pages too */
-    char *f20 = cm_malloc(20 * UNIT), *h30 = cm_malloc(30 * UNIT);
-    CHECK(f20 && h30, "cm_malloc");
+    char *f20 = cm_malloc(20 * UNIT);
+    CHECK(f20, "cm_malloc");
+    char *h30 = apart_from(f20, 20, 30, spacer);
     memset(f20, 0x20, 20 * UNIT), memset(h30, 0x33, 30 * UNIT);
     cm_free(h30);
     char *f40 = cm_realloc(f20, 40 * UNIT);
     CHECK(f40 && cached_units() == 10, "realloc took 20 of the cached 30 units (%zu left)", cached_units());
+    free_spacers(spacer);
     CHECK(f40[0] == 0x20 && f40[20 * UNIT - 1] == 0x20 && f40[20 * UNIT] == 0x33 && f40[40 * UNIT - 1] == 0x33,
           "the block's bytes kept, the cached ones behind");
     cm_free(f40);
