@@ -156,14 +156,19 @@ static void span_give_back(char *base, unsigned shift) {
     }
 }
 
-/* d's span or mapping goes back, and d with it. */
-static void release(cm_desc_t *d) {
-    if (d->span_shift) {
-        span_give_back(d->base, d->span_shift);
+/* A large block's range goes back: its span (span_shift), or its mapping. */
+static void give_back(char *base, size_t size, unsigned span_shift) {
+    if (span_shift) {
+        span_give_back(base, span_shift);
     } else {
-        set_entry(d->base, 0); /* before the range can be reused */
-        unmap_range(d->base, d->map_size);
+        set_entry(base, 0); /* before the range can be reused */
+        unmap_range(base, size);
     }
+}
+
+/* d's range goes back, and d with it. */
+static void release(cm_desc_t *d) {
+    give_back(d->base, d->map_size, d->span_shift);
     cm_desc_release(d);
 }
 
@@ -182,14 +187,15 @@ static bool cache_put_aged(cm_desc_t *d, uint64_t since) {
     mark(d, 0); /* a free of the stale pointer is now reported as a double free */
     atomic_store_explicit(&d->idle_since, since, memory_order_relaxed);
     uint64_t w = slot_make(d);
+    uintptr_t base = (uintptr_t)d->base; /* read before the slot publishes d: a taker may move it at once */
     for (unsigned i = 0; i < CACHE_SLOTS; i++) {
         uint64_t empty = 0;
         if (atomic_load_explicit(&cache_slots[i], memory_order_relaxed) != 0) continue; /* no CAS bound to fail */
         /* release: the taker sees d's fields and page-map entries as we left them */
         if (atomic_compare_exchange_strong_explicit(&cache_slots[i], &empty, w, memory_order_release,
                                                     memory_order_relaxed)) {
-            /* relaxed: a hint (above) */
-            atomic_store_explicit(&cache_base[i], (uintptr_t)d->base, memory_order_relaxed);
+            /* relaxed: a hint (above), which may be stale already */
+            atomic_store_explicit(&cache_base[i], base, memory_order_relaxed);
             list_add(list_of(slot_units(w)), i);
             return true;
         }
@@ -598,12 +604,7 @@ void cm_large_free_remote(cm_desc_t *d) {
         } else {
             cm_uncount(&cm_counters.large_live, size);
             cm_uncount(&cm_counters.large_count, 1);
-            if (span_shift) {
-                span_give_back(base, span_shift);
-            } else {
-                set_entry(base, 0);
-                unmap_range(base, size);
-            }
+            give_back(base, size, span_shift);
         }
         if (owner) atomic_fetch_add_explicit(&owner->zombies, 1, memory_order_relaxed);
         return;
