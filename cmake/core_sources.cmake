@@ -18,6 +18,7 @@ set(CM_CORE_SOURCE_FILES
   src/heap_visit.c
   src/cage.c
   src/alloc.c
+  src/double_free.c
   src/runs.c
   src/klass.c
   src/code.c

@@ -59,26 +59,6 @@ void cm_free_outside_arena(void *p) {
  * entry, from the two-level map, is the flat map's). */
 void cm_free_by_lookup(void *p) { cm_free_generic(p, cm_pagemap_get((uintptr_t)p), "free"); }
 
-/* p, a small block of class cls being freed or reallocated, carries the
- * free tag in bytes 6-7. A free block's first word is always a link that
- * decodes to the list's end or to a block of its own class (bins, local
- * and remote lists are all lists of one superblock). If p's word does, p is free
- * already: a double free, wherever the block waits (a heap's bin, its
- * superblock's local or anchor list). Data that merely matches the
- * tag passes the 17-bit top and 4-bit alignment checks of the decoded
- * pointer 1 time in 32 and then names a block start of this class by
- * chance only (about 2^-40 for random data, as the link is keyed with the
- * 64-bit secret): the check costs a decode and a page-map lookup, with no
- * walk of any list, and reads no memory but p's own word. */
-void cm_free_suspect(void *p, unsigned cls) {
-    void *next = cm_block_next_unverified(p);
-    if ((uintptr_t)next & CM_LINK_INVALID) return;
-    if (next != NULL) {
-        if (cm_small_class_of(next, cm_pagemap_get((uintptr_t)next)) != cls) return;
-    }
-    cm_fatal("free", "double free", p);
-}
-
 /* ------------------------------------------------------------ API */
 
 void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size) {

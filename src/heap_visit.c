@@ -31,19 +31,6 @@ static void mark_chain(free_map_t *m, void *head, uint32_t n) {
 
 #define SETTLE_TRIES 64 /* yields while a thread hands over a batch for our heap */
 
-/* Record r's remote-batch word, 0 if there is no record r. Acquire: pairs
- * with the word's release stores, so the links of the chain it names are
- * visible. */
-static uint64_t batch_word(uint32_t r) {
-    cm_heap_t *rec = cm_heap_record(r);
-    return rec ? atomic_load_explicit(&rec->remote_batch, memory_order_acquire) : 0;
-}
-
-/* The superblock of a batch word's blocks (they keep it while they wait). */
-static cm_desc_t *batch_desc(uint64_t b) {
-    return cm_desc_of_entry(cm_pagemap_get((uintptr_t)cm_remote_batch_newest(b)));
-}
-
 /* The batches waiting for h's superblocks when the visit begins, each with
  * its superblock, read once (each superblock then looks at these alone).
  * A batch handed over since is on its superblock's anchor or local list,
@@ -77,9 +64,9 @@ static void collect_batches(const cm_heap_t *h, batches_t *bt) {
         bool busy = false;
         bt->count = 0;
         for (uint32_t r = 1; r < limit; r++) {
-            uint64_t b = batch_word(r);
+            uint64_t b = cm_remote_batch_word(r);
             if (!b) continue;
-            const cm_desc_t *d = batch_desc(b);
+            const cm_desc_t *d = cm_remote_batch_desc(b);
             if (atomic_load_explicit(&d->heap, memory_order_relaxed) != h->ref) continue;
             bt->any = true;
             if (b & CM_REMOTE_BATCH_FLUSHING) {

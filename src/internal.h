@@ -789,7 +789,7 @@ CM_INLINE uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align) {
  * The secret's top 16 bits (the tag, in the word's top 2 bytes) also mark
  * the block as free, which catches double frees cheaply: a block handed out
  * has its first word cleared, so only user data that happens to carry the
- * tag (confirmed by a list walk) looks free. One word, which both fast paths
+ * tag looks free (double_free.c weighs such a word). One word, which both fast paths
  * read or write anyway: hardening adds no memory traffic, only a few
  * register operations. */
 typedef struct cm_free_block {
@@ -979,6 +979,11 @@ CM_INLINE uint32_t cm_remote_batch_count(uint64_t b) { return (uint32_t)(b >> CM
 CM_HIDDEN CM_NOINLINE void cm_free_remote_slow(void *p, cm_desc_t *d);
 /* Hand the calling thread's waiting remote frees over now. */
 CM_HIDDEN void cm_remote_flush(void);
+/* Heap record r's batch word, 0 if there is none (or no record r); read
+ * with acquire, so the links of the chain it names are visible. */
+CM_HIDDEN uint64_t cm_remote_batch_word(uint32_t r);
+/* The superblock of a batch word's blocks (they keep it while they wait). */
+CM_HIDDEN cm_desc_t *cm_remote_batch_desc(uint64_t b);
 
 /* Per thread, in initial-exec TLS (kept small: glibc's static TLS surplus
  * for dlopen is about 1.6 KiB). Before the thread starts and after its exit

@@ -72,3 +72,14 @@ void cm_remote_flush(void) {
      * CAS happens before its take of the list) */
     atomic_store_explicit(&me->remote_batch, 0, memory_order_release);
 }
+
+/* Acquire: pairs with the release stores of the word (cm_free_remote and
+ * the functions above). */
+uint64_t cm_remote_batch_word(uint32_t r) {
+    cm_heap_t *rec = cm_heap_record(r);
+    return rec ? atomic_load_explicit(&rec->remote_batch, memory_order_acquire) : 0;
+}
+
+cm_desc_t *cm_remote_batch_desc(uint64_t b) {
+    return cm_desc_of_entry(cm_pagemap_get((uintptr_t)cm_remote_batch_newest(b)));
+}

@@ -93,6 +93,32 @@ static void remote_then_owner_double_free(void) {
     expect("free", "double free", remote_blocks[1]);
     do_free(remote_blocks[1]);
 }
+/* The owner's second free finds the block where the first one's left it:
+ * the anchor list, once the freeing thread has exited (its batch handed
+ * over), or the bin, which a refill filled from the local list. */
+static void *free_and_exit(void *arg) {
+    for (int i = 0; i < 4; i++) do_free(remote_blocks[i]);
+    return arg;
+}
+static void remote_exit_then_owner_double_free(void) {
+    for (int i = 0; i < 4; i++) remote_blocks[i] = do_malloc(64);
+    pthread_t t;
+    pthread_create(&t, NULL, free_and_exit, NULL);
+    pthread_join(t, NULL);
+    expect("free", "double free", remote_blocks[3]);
+    do_free(remote_blocks[3]);
+}
+static void double_free_in_bin(void) {
+    char *first = do_malloc(96), *second = do_malloc(96);
+    do_free(first);
+    do_free(second);
+    char *again; /* the bin's blocks first, then what the refill took from the local list */
+    do again = do_malloc(96);
+    while (again != first && again != second);
+    char *waiting = again == second ? first : second;
+    expect("free", "double free", waiting);
+    do_free(waiting);
+}
 static void free_stack(void) {
     char on_stack[32];
     expect("free", "invalid pointer", on_stack);
@@ -253,6 +279,8 @@ int main(void) {
         {"cage_double_free", cage_double_free}, {"cage_free_interior", cage_free_interior},
         {"remote_double_free", remote_double_free},
         {"remote_then_owner_double_free", remote_then_owner_double_free},
+        {"remote_exit_then_owner_double_free", remote_exit_then_owner_double_free},
+        {"double_free_in_bin", double_free_in_bin},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn);
     run_case("valid_use", valid_use);

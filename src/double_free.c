@@ -1,0 +1,76 @@
+/* double_free.c: the verdict on a small block whose first word carries the
+ * free tag when it is freed or reallocated (cm_free_suspect): free already,
+ * a double free, which aborts; or a word of data that looks like a link.
+ *
+ * A free block's first word is always a link that decodes to the list's end
+ * or to a block of its own class (bins, local, anchor and batch lists are
+ * all lists of one superblock). Data that merely carries the tag passes the
+ * decoded pointer's 17-bit top and 4-bit alignment checks 1 time in 32 and
+ * then names a block start of this class by chance only. But a link can
+ * also be data: memory reused by a larger class or a large block keeps the
+ * old blocks' links inside the new blocks, and a program that copies such
+ * uninitialised bytes to the start of a block copies a word that decodes,
+ * at its new place, to a block near the old one's neighbour, often of the
+ * right class (tests/unit_double_free). So a word that decodes well is only
+ * a suspicion, confirmed by finding the block on a list, for the calling
+ * thread's own superblocks: their local list and bin, which are its own,
+ * the remote frees on the anchor, and every thread's waiting batch. Another
+ * thread's superblock is judged by the word alone: its owner's lists
+ * change under any reader. */
+#include "internal.h"
+
+#define FLUSH_TRIES 64 /* yields while a thread hands over a batch of d's blocks */
+
+/* Whether the chain of at most n blocks from head holds p. The n-th
+ * block's link is not read: a batch's last link is rewritten when it is
+ * handed over. */
+static bool chain_holds(void *head, uint32_t n, const void *p) {
+    for (void *b = head; n && b; b = --n ? cm_block_next_if_valid(b) : NULL)
+        if (b == p) return true;
+    return false;
+}
+
+/* Whether p waits in a thread's batch for d. A batch being handed over is
+ * waited for, as cm_heap_visit does: its blocks are on their way to the
+ * anchor; if its thread never finishes, the suspicion stands. */
+static bool batches_hold(const cm_desc_t *d, const void *p) {
+    uint32_t limit = cm_heap_record_limit();
+    for (unsigned tries = 0; tries < FLUSH_TRIES; tries++) {
+        bool busy = false;
+        for (uint32_t r = 1; r < limit; r++) {
+            uint64_t b = cm_remote_batch_word(r);
+            if (!b || cm_remote_batch_desc(b) != d) continue;
+            if (b & CM_REMOTE_BATCH_FLUSHING) busy = true;
+            else if (chain_holds(cm_remote_batch_newest(b), cm_remote_batch_count(b), p)) return true;
+        }
+        if (!busy) return false;
+        cm_os_yield();
+    }
+    return true;
+}
+
+/* Whether p, a block of class cls of d, which the calling thread owns, is
+ * on one of d's free lists. Blocks go from a batch to the anchor to the
+ * local list or the bin, and only the caller moves them on from the
+ * anchor: read in that order, a free block is found where it is. */
+static bool owned_lists_hold(cm_desc_t *d, unsigned cls, const void *p) {
+    if (batches_hold(d, p)) return true;
+    /* acquire: the links of the remote frees it counts are visible */
+    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+    if (cm_anchor_count(a) && chain_holds(cm_desc_block(d, cm_anchor_avail(a)), cm_anchor_count(a), p))
+        return true;
+    uint32_t most = cm_class_info[cls].max_count;
+    if (chain_holds(cm_list_head(d->local_free), most, p)) return true;
+    /* relaxed: only the owner, the caller, stores d's heap */
+    cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
+    return h && h->bins[cls].current == cm_desc_ref(d) && chain_holds(cm_list_head(h->bin_head[cls]), most, p);
+}
+
+void cm_free_suspect(void *p, unsigned cls) {
+    void *next = cm_block_next_unverified(p);
+    if ((uintptr_t)next & CM_LINK_INVALID) return;
+    if (next != NULL && cm_small_class_of(next, cm_pagemap_get((uintptr_t)next)) != cls) return;
+    cm_desc_t *d = cm_desc_of_entry(cm_pagemap_get((uintptr_t)p));
+    if (cm_desc_owner(d) == cm_my_ref() && !owned_lists_hold(d, cls, p)) return;
+    cm_fatal("free", "double free", p);
+}
