@@ -5,7 +5,11 @@
  * class, as a free block's link does (src/double_free.c). Freeing or
  * reallocating the copy must work: before the suspicion was confirmed
  * against the superblock's lists, the first copy aborted with "double
- * free". Needs hardening (the links carry the free tag only then). */
+ * free". The copies are made twice: alone, then while another thread frees
+ * blocks of the same class into its waiting batch, which the confirmation
+ * reads (built with ThreadSanitizer too). Needs hardening (the links carry
+ * the free tag only then). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,62 +17,83 @@
 
 #include "cagemalloc.h"
 
-enum { SMALL = 64, COUNT = 40000, WANTED = 2000 };
+enum { SMALL = 64, COUNT = 40000, WANTED = 2000, HANDED = 8192 };
 
 static void *blocks[COUNT];
+static uint64_t stale[WANTED];
+static void *handed[HANDED];
 
 /* Fill COUNT blocks of one class, check and free them all: their links stay
  * in memory that larger blocks reuse. */
-static void leave_links_behind(void) {
-    for (int i = 0; i < COUNT; i++) {
-        blocks[i] = cm_malloc(SMALL);
-        memset(blocks[i], (unsigned char)i, SMALL);
+static void fill(void **list, int n) {
+    for (int i = 0; i < n; i++) {
+        list[i] = cm_malloc(SMALL);
+        memset(list[i], (unsigned char)i, SMALL);
     }
-    for (int i = 0; i < COUNT; i++) {
-        const unsigned char *b = blocks[i];
+}
+
+static void check_and_free(void **list, int n) {
+    for (int i = 0; i < n; i++) {
+        const unsigned char *b = list[i];
         for (int j = 0; j < SMALL; j++)
             if (b[j] != (unsigned char)i) {
                 fprintf(stderr, "sec_stale_link: block %d corrupted\n", i);
                 exit(1);
             }
-        cm_free(blocks[i]);
+        cm_free(list[i]);
     }
 }
 
+/* Each stale word at the start of a fresh small block, which is then freed
+ * or reallocated (and freed). */
+static void copy_and_free(int copies) {
+    for (int i = 0; i < copies; i++) {
+        char *q = cm_malloc(SMALL);
+        memcpy(q, &stale[i], sizeof stale[i]);
+        if (i % 2) {
+            cm_free(q);
+            continue;
+        }
+        char *r = cm_realloc(q, 4 * SMALL);
+        if (!r || memcmp(r, &stale[i], sizeof stale[i]) != 0) {
+            fprintf(stderr, "sec_stale_link: realloc lost the copied word\n");
+            exit(1);
+        }
+        cm_free(r);
+    }
+}
+
+static void *free_handed(void *arg) {
+    check_and_free(handed, HANDED);
+    return arg;
+}
+
 int main(void) {
-    leave_links_behind();
+    fill(blocks, COUNT);
+    check_and_free(blocks, COUNT);
     /* Words of fresh large and medium blocks whose top bytes are set: no
-     * user-space address has them, a tagged link does. Each goes to the
-     * start of a fresh small block, which is then freed or reallocated. */
+     * user-space address has them, a tagged link does. */
     int copies = 0;
     void *big[64];
     for (int k = 0; k < 64; k++) {
         size_t size = k < 32 ? 200 * 1024 : 3072;
         const unsigned char *b = big[k] = cm_malloc(size);
         for (size_t off = SMALL; off + 8 <= size && copies < WANTED; off += SMALL) {
-            uint64_t word;
-            memcpy(&word, b + off, sizeof word);
-            if (word >> 48 == 0) continue;
-            char *q = cm_malloc(SMALL);
-            memcpy(q, &word, sizeof word);
-            if (copies % 2) {
-                cm_free(q);
-            } else {
-                char *r = cm_realloc(q, 4 * SMALL);
-                if (!r || memcmp(r, &word, sizeof word) != 0) {
-                    fprintf(stderr, "sec_stale_link: realloc lost the copied word\n");
-                    return 1;
-                }
-                cm_free(r);
-            }
-            copies++;
+            memcpy(&stale[copies], b + off, sizeof stale[copies]);
+            if (stale[copies] >> 48 != 0) copies++;
         }
     }
-    for (int k = 0; k < 64; k++) cm_free(big[k]);
-    printf("%d stale links copied to blocks' starts, freed or reallocated\n", copies);
     if (copies == 0) {
         fprintf(stderr, "sec_stale_link: no block reused the freed blocks' memory: nothing was tested\n");
         return 1;
     }
+    copy_and_free(copies);
+    fill(handed, HANDED);
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_handed, NULL) != 0) return 1;
+    copy_and_free(copies);
+    pthread_join(t, NULL);
+    for (int k = 0; k < 64; k++) cm_free(big[k]);
+    printf("%d stale links copied to blocks' starts, freed or reallocated, twice\n", copies);
     return 0;
 }

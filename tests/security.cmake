@@ -3,6 +3,7 @@
 if(CAGEMALLOC_HARDENING) # the forged-link and small double-free cases need it
   cm_test(sec_misuse sec_misuse.c)
   cm_test(sec_stale_link sec_stale_link.c)
+  cm_sanitized_test(sec_stale_link sec_stale_link.c)
 endif()
 cm_test(sec_exhaust sec_exhaust.c)
 if(CAGEMALLOC_HARDENING)
