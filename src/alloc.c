@@ -100,7 +100,7 @@ static CM_NOINLINE void *realloc_in(cm_heap_t *h, void *p, size_t size, bool in_
     bool stays = in_h ? cm_heap_contains(h, p) : cm_space_of(p) == h->space;
     size_t old_usable;
     if (cls != 0) {
-        if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cls);
+        if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cm_desc_of_entry(entry));
         old_usable = cm_class_info[cls].block_size;
         if (stays && stays_small(size, old_usable)) return p;
     } else {

@@ -13,7 +13,7 @@
 CM_HIDDEN CM_NOINLINE void *cm_alloc_generic(cm_heap_t *h, size_t size, bool zero);
 CM_HIDDEN CM_NOINLINE void *cm_alloc_medium(cm_heap_t *h, size_t size);
 CM_HIDDEN CM_NOINLINE void cm_free_generic(void *p, uint32_t entry, const char *func);
-CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, unsigned cls);
+CM_HIDDEN CM_NOINLINE void cm_free_suspect(void *p, cm_desc_t *d);
 CM_HIDDEN CM_NOINLINE void cm_free_outside_arena(void *p);
 CM_HIDDEN CM_NOINLINE void cm_free_by_lookup(void *p);
 CM_HIDDEN void *cm_heap_calloc_inline(cm_heap_t *h, size_t count, size_t size);

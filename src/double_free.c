@@ -11,7 +11,7 @@
  * old blocks' links inside the new blocks, and a program that copies such
  * uninitialised bytes to the start of a block copies a word that decodes,
  * at its new place, to a block near the old one's neighbour, often of the
- * right class (tests/unit_double_free). So a word that decodes well is only
+ * right class (tests/sec_stale_link). So a word that decodes well is only
  * a suspicion, confirmed by finding the block on a list, for the calling
  * thread's own superblocks: their local list and bin, which are its own,
  * the remote frees on the anchor, and every thread's waiting batch. Another
@@ -66,11 +66,12 @@ static bool owned_lists_hold(cm_desc_t *d, unsigned cls, const void *p) {
     return h && h->bins[cls].current == cm_desc_ref(d) && chain_holds(cm_list_head(h->bin_head[cls]), most, p);
 }
 
-void cm_free_suspect(void *p, unsigned cls) {
+/* p is a block start of d (the caller tested it). */
+void cm_free_suspect(void *p, cm_desc_t *d) {
+    unsigned cls = cm_desc_class(d);
     void *next = cm_block_next_unverified(p);
     if ((uintptr_t)next & CM_LINK_INVALID) return;
     if (next != NULL && cm_small_class_of(next, cm_pagemap_get((uintptr_t)next)) != cls) return;
-    cm_desc_t *d = cm_desc_of_entry(cm_pagemap_get((uintptr_t)p));
     if (cm_desc_owner(d) == cm_my_ref() && !owned_lists_hold(d, cls, p)) return;
     cm_fatal("free", "double free", p);
 }

@@ -436,7 +436,7 @@ void *cm_alloc_unowned(unsigned cls, bool zero, unsigned space) {
  * (or none), that looks free already, of a parked superblock, or that may
  * be d's last block out. */
 void cm_free_small_slow(void *p, cm_desc_t *d) {
-    if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, cm_desc_class(d));
+    if (cm_unlikely(cm_block_looks_free(p))) cm_free_suspect(p, d);
     /* only our own thread stores our ref as d's owner */
     if (cm_desc_owner(d) != cm_my_ref()) {
         cm_free_remote(p, d);
