@@ -12,20 +12,33 @@
  * uninitialised bytes to the start of a block copies a word that decodes,
  * at its new place, to a block near the old one's neighbour, often of the
  * right class (tests/sec_stale_link). So a word that decodes well is only
- * a suspicion, confirmed by finding the block on a list, for the calling
- * thread's own superblocks: their local list and bin, which are its own,
- * the remote frees on the anchor, and every thread's waiting batch. Another
- * thread's superblock is judged by the word alone: its owner's lists
- * change under any reader. */
+ * a suspicion, confirmed by finding the block on one of its superblock's
+ * lists: every thread's waiting batch, the remote frees on the anchor, the
+ * local list and the bin. The last two belong to the superblock's owner;
+ * when that is another thread, they are read as they stand, word by word,
+ * while the owner may be changing them: a block its owner moves between
+ * them at that moment can be missed (a double free racing with the owner's
+ * own use of the superblock may then go unreported), and the walk never
+ * leaves the superblock's span, whatever it reads. */
 #include "internal.h"
 
 #define FLUSH_TRIES 64 /* yields while a thread hands over a batch of d's blocks */
 
-/* Whether the chain of at most n blocks from head holds p. The n-th
- * block's link is not read: a batch's last link is rewritten when it is
- * handed over. */
-static bool chain_holds(void *head, uint32_t n, const void *p) {
-    for (void *b = head; n && b; b = --n ? cm_block_next_if_valid(b) : NULL)
+/* The block after b on a list that another thread may be changing: b's
+ * word read once, atomically; NULL at the list's end or if it does not
+ * decode. */
+static void *next_read_racily(const void *b) {
+    uintptr_t word = __atomic_load_n(&((const cm_free_block_t *)b)->link, __ATOMIC_RELAXED);
+    void *next = cm_link_decode(word, b, cm_link_key_get());
+    return (uintptr_t)next & CM_LINK_INVALID ? NULL : cm_list_head(next);
+}
+
+/* Whether the chain of at most n blocks from head, a list of d's, holds p;
+ * it ends where a link leaves d's span. The n-th block's link is not read:
+ * a batch's last link is rewritten when it is handed over. */
+static bool chain_holds(const cm_desc_t *d, void *head, uint32_t n, const void *p) {
+    uintptr_t base = (uintptr_t)d->base, span = (uintptr_t)1 << d->span_shift;
+    for (void *b = head; n && b && (uintptr_t)b - base < span; b = --n ? next_read_racily(b) : NULL)
         if (b == p) return true;
     return false;
 }
@@ -41,7 +54,7 @@ static bool batches_hold(const cm_desc_t *d, const void *p) {
             uint64_t b = cm_remote_batch_word(r);
             if (!b || cm_remote_batch_desc(b) != d) continue;
             if (b & CM_REMOTE_BATCH_FLUSHING) busy = true;
-            else if (chain_holds(cm_remote_batch_newest(b), cm_remote_batch_count(b), p)) return true;
+            else if (chain_holds(d, cm_remote_batch_newest(b), cm_remote_batch_count(b), p)) return true;
         }
         if (!busy) return false;
         cm_os_yield();
@@ -49,21 +62,24 @@ static bool batches_hold(const cm_desc_t *d, const void *p) {
     return true;
 }
 
-/* Whether p, a block of class cls of d, which the calling thread owns, is
- * on one of d's free lists. Blocks go from a batch to the anchor to the
- * local list or the bin, and only the caller moves them on from the
- * anchor: read in that order, a free block is found where it is. */
-static bool owned_lists_hold(cm_desc_t *d, unsigned cls, const void *p) {
+/* Whether p, a block of class cls of d, is on one of d's free lists.
+ * Blocks go from a batch to the anchor to the local list or the bin, and
+ * only d's owner moves them on from the anchor: read in that order, a free
+ * block is found where it is, unless another thread owns d and moves it
+ * meanwhile. */
+static bool lists_hold(cm_desc_t *d, unsigned cls, const void *p) {
     if (batches_hold(d, p)) return true;
     /* acquire: the links of the remote frees it counts are visible */
     cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
-    if (cm_anchor_count(a) && chain_holds(cm_desc_block(d, cm_anchor_avail(a)), cm_anchor_count(a), p))
+    if (cm_anchor_count(a) && chain_holds(d, cm_desc_block(d, cm_anchor_avail(a)), cm_anchor_count(a), p))
         return true;
+    /* The owner's plain fields, read atomically (relaxed): if the owner is
+     * another thread, they are a view of a moment, which is all this asks. */
     uint32_t most = cm_class_info[cls].max_count;
-    if (chain_holds(cm_list_head(d->local_free), most, p)) return true;
-    /* relaxed: only the owner, the caller, stores d's heap */
+    if (chain_holds(d, cm_list_head(__atomic_load_n(&d->local_free, __ATOMIC_RELAXED)), most, p)) return true;
     cm_heap_t *h = cm_heap_record(atomic_load_explicit(&d->heap, memory_order_relaxed));
-    return h && h->bins[cls].current == cm_desc_ref(d) && chain_holds(cm_list_head(h->bin_head[cls]), most, p);
+    return h && __atomic_load_n(&h->bins[cls].current, __ATOMIC_RELAXED) == cm_desc_ref(d) &&
+           chain_holds(d, cm_list_head(__atomic_load_n(&h->bin_head[cls], __ATOMIC_RELAXED)), most, p);
 }
 
 /* p is a block start of d (the caller tested it). */
@@ -72,6 +88,5 @@ void cm_free_suspect(void *p, cm_desc_t *d) {
     void *next = cm_block_next_unverified(p);
     if ((uintptr_t)next & CM_LINK_INVALID) return;
     if (next != NULL && cm_small_class_of(next, cm_pagemap_get((uintptr_t)next)) != cls) return;
-    if (cm_desc_owner(d) == cm_my_ref() && !owned_lists_hold(d, cls, p)) return;
-    cm_fatal("free", "double free", p);
+    if (lists_hold(d, cls, p)) cm_fatal("free", "double free", p);
 }

@@ -837,12 +837,15 @@ CM_INLINE uintptr_t cm_link_encode_with(const void *block, const void *next, uin
 CM_INLINE void cm_block_set_next(void *block, void *next) {
     ((cm_free_block_t *)block)->link = cm_link_encode_with(block, cm_list_raw(next), cm_link_key_get());
 }
-/* block's link decoded with key (if hardened) but not verified: a block or
- * CM_LIST_END if cm_block_set_next or a fast path wrote the word; for other
- * words, almost always a value with CM_LINK_INVALID bits set. */
-CM_INLINE void *cm_block_link_keyed(const void *block, uintptr_t key) {
-    uintptr_t link = ((const cm_free_block_t *)block)->link;
+/* block's link (or the word link, read from block) decoded with key (if
+ * hardened) but not verified: a block or CM_LIST_END if cm_block_set_next
+ * or a fast path wrote the word; for other words, almost always a value
+ * with CM_LINK_INVALID bits set. */
+CM_INLINE void *cm_link_decode(uintptr_t link, const void *block, uintptr_t key) {
     return (void *)(cm_likely(cm_harden) ? link ^ key ^ (uintptr_t)block : link);
+}
+CM_INLINE void *cm_block_link_keyed(const void *block, uintptr_t key) {
+    return cm_link_decode(((const cm_free_block_t *)block)->link, block, key);
 }
 /* The next block after `block` as its link says, NULL at the list's end;
  * not verified. */

@@ -119,6 +119,49 @@ static void double_free_in_bin(void) {
     expect("free", "double free", waiting);
     do_free(waiting);
 }
+/* A second free by a thread that does not own the block finds it on its
+ * owner's lists, read as they stand: the local list, the bin; or, the owner
+ * gone, the anchor (abandoned superblocks keep their free blocks there). */
+static char *freed_block;
+static void *free_freed_block(void *arg) {
+    expect("free", "double free", freed_block);
+    do_free(freed_block);
+    return arg;
+}
+static void free_in_other_thread(char *p) {
+    freed_block = p;
+    pthread_t t;
+    pthread_create(&t, NULL, free_freed_block, NULL);
+    pthread_join(t, NULL);
+}
+static void owner_then_remote_double_free(void) {
+    char *p = do_malloc(64), *live = do_malloc(64);
+    do_free(p);
+    free_in_other_thread(p);
+    do_free(live);
+}
+static void bin_then_remote_double_free(void) {
+    char *first = do_malloc(96), *second = do_malloc(96);
+    do_free(first);
+    do_free(second);
+    char *again;
+    do again = do_malloc(96);
+    while (again != first && again != second);
+    free_in_other_thread(again == second ? first : second);
+}
+static void *free_one_and_exit(void *arg) {
+    freed_block = do_malloc(64);
+    remote_blocks[0] = do_malloc(64); /* stays live: the superblock stays partial */
+    do_free(freed_block);
+    return arg;
+}
+static void abandoned_double_free(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, free_one_and_exit, NULL);
+    pthread_join(t, NULL);
+    expect("free", "double free", freed_block);
+    do_free(freed_block);
+}
 static void free_stack(void) {
     char on_stack[32];
     expect("free", "invalid pointer", on_stack);
@@ -281,6 +324,9 @@ int main(void) {
         {"remote_then_owner_double_free", remote_then_owner_double_free},
         {"remote_exit_then_owner_double_free", remote_exit_then_owner_double_free},
         {"double_free_in_bin", double_free_in_bin},
+        {"owner_then_remote_double_free", owner_then_remote_double_free},
+        {"bin_then_remote_double_free", bin_then_remote_double_free},
+        {"abandoned_double_free", abandoned_double_free},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn);
     run_case("valid_use", valid_use);

@@ -5,9 +5,12 @@
  * class, as a free block's link does (src/double_free.c). Freeing or
  * reallocating the copy must work: before the suspicion was confirmed
  * against the superblock's lists, the first copy aborted with "double
- * free". The copies are made twice: alone, then while another thread frees
- * blocks of the same class into its waiting batch, which the confirmation
- * reads (built with ThreadSanitizer too). Needs hardening (the links carry
+ * free" (and, by a thread other than the owner, until the owner's lists
+ * were read too). The copies are freed four times over: alone; while
+ * another thread frees blocks of the same class into its waiting batch,
+ * which the confirmation reads; by a thread that does not own them; and
+ * after the thread that owned them exited (built with ThreadSanitizer
+ * too). Needs hardening (the links carry
  * the free tag only then). */
 #include <pthread.h>
 #include <stdint.h>
@@ -22,6 +25,7 @@ enum { SMALL = 64, COUNT = 40000, WANTED = 2000, HANDED = 8192 };
 static void *blocks[COUNT];
 static uint64_t stale[WANTED];
 static void *handed[HANDED];
+static char *copied[WANTED];
 
 /* Fill COUNT blocks of one class, check and free them all: their links stay
  * in memory that larger blocks reuse. */
@@ -44,12 +48,22 @@ static void check_and_free(void **list, int n) {
     }
 }
 
-/* Each stale word at the start of a fresh small block, which is then freed
- * or reallocated (and freed). */
-static void copy_and_free(int copies) {
+/* Each stale word at the start of a fresh small block. */
+static void make_copies(int copies) {
     for (int i = 0; i < copies; i++) {
-        char *q = cm_malloc(SMALL);
-        memcpy(q, &stale[i], sizeof stale[i]);
+        copied[i] = cm_malloc(SMALL);
+        memcpy(copied[i], &stale[i], sizeof stale[i]);
+    }
+}
+
+/* Every copy freed, or reallocated (and freed). */
+static void release_copies(int copies) {
+    for (int i = 0; i < copies; i++) {
+        char *q = copied[i];
+        if (memcmp(q, &stale[i], sizeof stale[i]) != 0) {
+            fprintf(stderr, "sec_stale_link: copy %d changed\n", i);
+            exit(1);
+        }
         if (i % 2) {
             cm_free(q);
             continue;
@@ -61,6 +75,28 @@ static void copy_and_free(int copies) {
         }
         cm_free(r);
     }
+}
+
+static void copy_and_free(int copies) {
+    make_copies(copies);
+    release_copies(copies);
+}
+
+static void *make_copies_and_exit(void *arg) {
+    make_copies(*(int *)arg);
+    return arg;
+}
+
+static void *release_copies_elsewhere(void *arg) {
+    release_copies(*(int *)arg);
+    return arg;
+}
+
+/* Run fn(copies) in a new thread and wait for it. */
+static void in_thread(void *(*fn)(void *), int copies) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, &copies) != 0) exit(1);
+    pthread_join(t, NULL);
 }
 
 static void *free_handed(void *arg) {
@@ -93,7 +129,13 @@ int main(void) {
     if (pthread_create(&t, NULL, free_handed, NULL) != 0) return 1;
     copy_and_free(copies);
     pthread_join(t, NULL);
+    /* freed by a thread that does not own them, then after their owner exited */
+    make_copies(copies);
+    in_thread(release_copies_elsewhere, copies);
+    in_thread(make_copies_and_exit, copies);
+    release_copies(copies);
     for (int k = 0; k < 64; k++) cm_free(big[k]);
-    printf("%d stale links copied to blocks' starts, freed or reallocated, twice\n", copies);
+    printf("%d stale links copied to blocks' starts, freed or reallocated: alone, beside a thread's batch, "
+           "by another thread, after their owner exited\n", copies);
     return 0;
 }
