@@ -65,10 +65,10 @@ CM_INLINE bool cm_free_small_inline(void *p, uint32_t entry) {
          * that has a copy of the key */
         uint64_t owner_used = cm_desc_owner_used(d);
         if (cm_likely(cm_free_fast_ok(owner_used, cm_thread.free_key) &&
-                      !cm_block_looks_free_with(p, &cm_thread.link_key))) {
+                      !cm_block_looks_free(p))) {
             void *head = d->local_free;
             d->local_free = p;
-            ((cm_free_block_t *)p)->link = cm_link_encode_with(p, head, cm_thread.link_key);
+            ((cm_free_block_t *)p)->link = cm_link_encode(head, cm_thread.link_key);
             cm_desc_used_dec(d, owner_used);
             return true;
         }

@@ -10,7 +10,7 @@
  * also be data: memory reused by a larger class or a large block keeps the
  * old blocks' links inside the new blocks, and a program that copies such
  * uninitialised bytes to the start of a block copies a word that decodes,
- * at its new place, to a block near the old one's neighbour, often of the
+ * wherever it is, to the old block's neighbour, which can be a block of the
  * right class (tests/sec_stale_link). So a word that decodes well is only
  * a suspicion, confirmed by finding the block on one of its superblock's
  * lists: every thread's waiting batch, the remote frees on the anchor, the
@@ -29,7 +29,7 @@
  * decode. */
 static void *next_read_racily(const void *b) {
     uintptr_t word = __atomic_load_n(&((const cm_free_block_t *)b)->link, __ATOMIC_RELAXED);
-    void *next = cm_link_decode(word, b, cm_link_key_get());
+    void *next = cm_link_decode(word, cm_link_key_get());
     return (uintptr_t)next & CM_LINK_INVALID ? NULL : cm_list_head(next);
 }
 

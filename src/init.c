@@ -12,21 +12,15 @@ uintptr_t cm_link_key;
 void (*volatile cm_test_hook)(const char *point);
 #endif
 
-/* Bits of the link key's tag (see internal.h) fixed so that common data in a
- * block's first word never carries the tag and looks free: bit 55, the top
- * bit of byte 6, is clear in pointers, small integers and ASCII text; bit 63,
- * the sign bit, is set in small negative integers. */
-#define TAG_ONE ((uintptr_t)1 << 55)
-#define TAG_ZERO ((uintptr_t)1 << 63)
-
 /* Publish the random link key exactly once; every racer ends with the
- * winner's value (never 0, as TAG_ONE is set), so links encoded by any
- * thread decode in every other. Says where this racer's bytes came from. */
+ * winner's value (never 0: its top 16 bits are the tag, CM_FREE_TAG), so
+ * links encoded by any thread decode in every other. Says where this
+ * racer's bytes came from. */
 static const char *init_link_key(void) {
     uintptr_t mine = 0, none = 0;
     if (__atomic_load_n(&cm_link_key, __ATOMIC_ACQUIRE)) return "another thread's initialisation";
     bool strong = cm_os_random(&mine, sizeof mine);
-    mine = (mine | TAG_ONE) & ~TAG_ZERO;
+    mine = (mine & (((uintptr_t)1 << 48) - 1)) | (uintptr_t)CM_FREE_TAG << 48;
     __atomic_compare_exchange_n(&cm_link_key, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return strong ? "getrandom" : "AT_RANDOM, the pid and the clock: getrandom failed";
 }

@@ -770,12 +770,16 @@ CM_INLINE uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align) {
 
 /* ---------------------------------------------------------------- free-list links */
 /* A free block's first word is the encoded link to the next free block
- * (safe-linking): the next pointer xor a per-process secret xor the block's
- * own address (glibc's PROTECT_PTR idea; glibc shifts the address right by
- * 12 to bring its random bits down, which a random secret makes unneeded).
+ * (safe-linking): the next pointer xor a per-process key. glibc's
+ * PROTECT_PTR xors in the block's own address instead (shifted right by 12),
+ * the only randomness it has; beside a random key the address adds nothing
+ * but an instruction on each fast path, and takes away: a block and the
+ * next one lie in one superblock, so the two addresses cancel to a small
+ * offset and a leaked word would show the key's upper bits in the clear,
+ * where without them it shows the key xor a whole address.
  *
  * Every block lies below 2^47 on 8 bytes, so a valid word carries the
- * secret's top 17 bits and low 3 bits unchanged, and decodes to a pointer
+ * key's top 17 bits and low 3 bits unchanged, and decodes to a pointer
  * with its top 17 and low 3 bits clear. Decoding checks both, so a corrupted
  * link aborts instead of being followed: a pointer or 4-byte value written
  * over the word's upper half changes the top bits, and a write to its low
@@ -784,10 +788,10 @@ CM_INLINE uint64_t cm_bits_runs(uint64_t bits, unsigned len, unsigned align) {
  * check word caught that too, but cost a store per free and half again the
  * instructions: BENCHMARKS.md.)
  * A decoded link is not checked to lie in the same superblock (a check per
- * pop); without the secret it cannot be aimed at all.
+ * pop); without the key's 48 secret bits it cannot be aimed at all.
  *
- * The secret's top 16 bits (the tag, in the word's top 2 bytes) also mark
- * the block as free, which catches double frees cheaply: a block handed out
+ * The key's top 16 bits (the tag, CM_FREE_TAG, in the word's top 2 bytes)
+ * also mark the block as free, which catches double frees cheaply: a block handed out
  * has its first word cleared, so only user data that happens to carry the
  * tag looks free (double_free.c weighs such a word). One word, which both fast paths
  * read or write anyway: hardening adds no memory traffic, only a few
@@ -802,7 +806,7 @@ typedef struct cm_free_block {
 /* A build-time constant, so the fast paths carry no test of it (a run-time
  * switch cost four instructions per malloc+free pair). */
 #define cm_harden ((bool)CM_HARDENING)
-CM_HIDDEN extern uintptr_t cm_link_key;  /* per-process random secret */
+CM_HIDDEN extern uintptr_t cm_link_key;  /* CM_FREE_TAG above 48 random bits, per process */
 CM_INLINE uintptr_t cm_link_key_get(void) { return CM_LOAD_SET_ONCE(cm_link_key); }
 
 #define CM_LINK_INVALID ((~(uintptr_t)0 << 47) | 7) /* set in no decoded link */
@@ -825,27 +829,25 @@ CM_HIDDEN extern const uintptr_t cm_list_end;
 CM_INLINE void *cm_list_head(void *raw) { return raw == CM_LIST_END ? NULL : raw; }
 CM_INLINE void *cm_list_raw(void *head) { return head ? head : CM_LIST_END; }
 
-/* next (a block or CM_LIST_END) as block's link, keyed with key:
- * cm_link_key, or the thread's copy. */
-CM_INLINE uintptr_t cm_link_encode_with(const void *block, const void *next, uintptr_t key) {
-    uintptr_t link = (uintptr_t)next;
-    if (cm_likely(cm_harden)) link = (link ^ (uintptr_t)block) ^ key;
-    return link;
+/* next (a block or CM_LIST_END) as a link, keyed with key: cm_link_key,
+ * or the thread's copy. */
+CM_INLINE uintptr_t cm_link_encode(const void *next, uintptr_t key) {
+    return cm_likely(cm_harden) ? (uintptr_t)next ^ key : (uintptr_t)next;
 }
 /* next, a block (or, at the end of the list, NULL or CM_LIST_END), as
  * block's link. */
 CM_INLINE void cm_block_set_next(void *block, void *next) {
-    ((cm_free_block_t *)block)->link = cm_link_encode_with(block, cm_list_raw(next), cm_link_key_get());
+    ((cm_free_block_t *)block)->link = cm_link_encode(cm_list_raw(next), cm_link_key_get());
 }
-/* block's link (or the word link, read from block) decoded with key (if
- * hardened) but not verified: a block or CM_LIST_END if cm_block_set_next
- * or a fast path wrote the word; for other words, almost always a value
- * with CM_LINK_INVALID bits set. */
-CM_INLINE void *cm_link_decode(uintptr_t link, const void *block, uintptr_t key) {
-    return (void *)(cm_likely(cm_harden) ? link ^ key ^ (uintptr_t)block : link);
+/* A link decoded with key (if hardened) but not verified: a block or
+ * CM_LIST_END if cm_block_set_next or a fast path wrote the word; for other
+ * words, almost always a value with CM_LINK_INVALID bits set. */
+CM_INLINE void *cm_link_decode(uintptr_t link, uintptr_t key) {
+    return (void *)(cm_likely(cm_harden) ? link ^ key : link);
 }
+/* block's link, decoded so. */
 CM_INLINE void *cm_block_link_keyed(const void *block, uintptr_t key) {
-    return cm_link_decode(((const cm_free_block_t *)block)->link, block, key);
+    return cm_link_decode(((const cm_free_block_t *)block)->link, key);
 }
 /* The next block after `block` as its link says, NULL at the list's end;
  * not verified. */
@@ -875,24 +877,29 @@ CM_INLINE void *cm_block_next_if_valid(const void *block) {
     void *next = cm_block_next_unverified(block);
     return cm_harden && ((uintptr_t)next & CM_LINK_INVALID) ? NULL : next;
 }
+/* The tag: the link key's top 16 bits, the same in every process (the
+ * other 48 are random), so free compares a word's top 2 bytes with a
+ * constant, where a per-process tag cost a load on free's path. Knowing it
+ * helps no forger: a link must still decode, through the 48 secret bits, to
+ * a block of the right class before it is even weighed (double_free.c),
+ * and a word that carries the tag by design only sends its free down the
+ * slow path. Chosen to be rare in data: bit 55 (the top bit of byte 6) is
+ * clear in pointers, small integers and ASCII text, bit 63 is set in small
+ * negative integers, byte 6 (0xC1) never occurs in UTF-8 text, and as a
+ * double the word is about 1e-237. */
+#define CM_FREE_TAG ((uint16_t)0x0EC1)
 /* True if block's first word carries the tag, i.e. it looks free already:
- * one 2-byte load compared with the top 2 bytes of *key (cm_link_key, or
- * the thread's copy). */
+ * one compare of its top 2 bytes with the constant. */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define CM_TAG_OFFSET 6
 #else
 #define CM_TAG_OFFSET 0
 #endif
-CM_INLINE bool cm_block_looks_free_with(const void *block, const uintptr_t *key) {
-    if (cm_unlikely(!cm_harden)) return false;
-    uint16_t word_tag, key_tag; /* __builtin_: the library is built with -fno-builtin */
-    __builtin_memcpy(&word_tag, (const char *)block + CM_TAG_OFFSET, 2);
-    __builtin_memcpy(&key_tag, (const char *)key + CM_TAG_OFFSET, 2);
-    return word_tag == key_tag;
-}
 CM_INLINE bool cm_block_looks_free(const void *block) {
-    uintptr_t key = cm_link_key_get();
-    return cm_block_looks_free_with(block, &key);
+    if (cm_unlikely(!cm_harden)) return false;
+    uint16_t word_tag; /* __builtin_: the library is built with -fno-builtin */
+    __builtin_memcpy(&word_tag, (const char *)block + CM_TAG_OFFSET, 2);
+    return word_tag == CM_FREE_TAG;
 }
 
 /* ---------------------------------------------------------------- large blocks */
