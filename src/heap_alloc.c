@@ -127,14 +127,15 @@ static void take_remote_into_local(cm_heap_t *h, cm_desc_t *d) {
 
 /* Bin cls stops allocating from its current superblock: the bin's blocks
  * go back to the superblock's local list, its used count is made exact, and
- * it joins the avail list. */
+ * it joins the avail list. Only the bin is walked: the count knows the
+ * local list's length (internal.h, cm_used_current). */
 static void settle_current(cm_heap_t *h, unsigned cls) {
     cm_bin_t *bin = &h->bins[cls];
     cm_desc_t *d = cm_bin_current(bin);
     if (!d) return;
-    void *bin_tail = NULL, *ignored;
+    void *bin_tail = NULL;
     uint32_t free_blocks =
-        list_length(cm_list_head(h->bin_head[cls]), &bin_tail) + list_length(cm_list_head(d->local_free), &ignored);
+        list_length(cm_list_head(h->bin_head[cls]), &bin_tail) + cm_current_local_len(cm_desc_used(d));
     if (bin_tail) {
         cm_block_set_next(bin_tail, d->local_free);
         d->local_free = h->bin_head[cls];
@@ -223,7 +224,7 @@ void cm_heap_drain_mailbox(cm_heap_t *h) {
 /* Carve the next batch of d's untouched blocks onto the empty bin (head:
  * its bin_head slot). Carving lazily keeps untouched pages out of the
  * resident set. */
-static void carve(void **bin_head, cm_desc_t *d, unsigned cls) {
+static uint32_t carve(void **bin_head, cm_desc_t *d, unsigned cls) {
     const cm_class_info_t *ci = &cm_class_info[cls];
     uint32_t carved = carved_of(d), n = ci->max_count - carved;
     if (n > ci->carve_batch) n = ci->carve_batch;
@@ -236,6 +237,7 @@ static void carve(void **bin_head, cm_desc_t *d, unsigned cls) {
     }
     *bin_head = head;
     atomic_store_explicit(&d->carved, carved + n, memory_order_relaxed);
+    return n;
 }
 
 /* A free block of class cls waits on h's first avail superblock: on its
@@ -249,6 +251,17 @@ static bool avail_front_has_free(cm_heap_t *h, unsigned cls) {
            cm_anchor_count(atomic_load_explicit(&d->anchor, memory_order_relaxed)) != 0;
 }
 
+/* Current d's local list becomes the empty bin of its class cls. (One
+ * load of the owner and count: this runs once per round of a thread's
+ * local churn.) */
+static inline void local_to_bin(cm_heap_t *h, cm_desc_t *d, unsigned cls) {
+    h->bin_head[cls] = d->local_free;
+    d->local_free = CM_LIST_END;
+    uint64_t owner_used = cm_desc_owner_used(d);
+    cm_desc_set_owner_used(d, (uint32_t)(owner_used >> 32),
+                           cm_used_current(cm_current_local_len((uint32_t)owner_used), 0));
+}
+
 /* Fill the empty bin from its current superblock d; false if d has no free
  * block left, in which case the bin lets it go: to the back of avail if the
  * front has free blocks (a program with live blocks spread over a few
@@ -259,18 +272,18 @@ static bool avail_front_has_free(cm_heap_t *h, unsigned cls) {
 static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigned cls) {
     void **bin_head = &h->bin_head[cls];
     if (cm_list_head(d->local_free)) {
-        *bin_head = d->local_free;
-        d->local_free = CM_LIST_END;
+        local_to_bin(h, d, cls);
         return true;
     }
     uint32_t n;
     void *remote = cm_pool_take_remote(d, &n);
     if (remote) {
         *bin_head = remote;
+        cm_desc_set_used(d, cm_used_current(n, 0));
         return true;
     }
     if (carved_of(d) < cm_class_info[cls].max_count) {
-        carve(bin_head, d, cls);
+        cm_desc_set_used(d, cm_used_current(carve(bin_head, d, cls), 0));
         return true;
     }
     if (avail_front_has_free(h, cls)) {
@@ -287,9 +300,10 @@ static bool fill_from_current(cm_heap_t *h, cm_bin_t *bin, cm_desc_t *d, unsigne
     return false;
 }
 
+/* d's count says current already (cm_used_current: set before the claim
+ * that took it, which publishes it to remote frees). */
 static void make_current(cm_bin_t *bin, cm_desc_t *d) {
     d->at = CM_AT_CURRENT;
-    cm_desc_set_used(d, CM_USED_CURRENT);
     bin->current = ref_of(d);
 }
 
@@ -300,11 +314,20 @@ static bool mailbox_pending(cm_heap_t *h) {
     return atomic_load_explicit(&h->overflow, memory_order_relaxed) != 0;
 }
 
+/* Could current d have every block free? Its local list and what its bin
+ * last received (a bound on what the bin still holds) must cover every
+ * carved block; if not, settling it would walk its bin for nothing. */
+static bool current_may_be_empty(const cm_desc_t *d) {
+    uint32_t used = cm_desc_used(d);
+    return cm_current_local_len(used) + cm_current_bin_fill(used) >= carved_of(d);
+}
+
 /* The classes whose bins did not refill since the last look give their
  * fully free superblocks back to the pool, where the classes in use take
- * them over: the current one (settled onto avail) and the empty one avail
- * keeps (empty_on_avail), so the first two on avail, no more (a walk of a
- * long avail list at every look would cost more than it finds). A bin
+ * them over: the current one (settled onto avail, if it may be free) and
+ * the empty one avail keeps (empty_on_avail), so the first two on avail, no
+ * more (a walk of a long avail list at every look would cost more than it
+ * finds). A bin
  * refills at least once per superblock's worth of mallocs, so a class in
  * use is never quiet for long. Without this, a program whose data moves up
  * through the classes (buffers grown by realloc) left two superblocks of
@@ -319,7 +342,8 @@ static void release_quiet_classes(cm_heap_t *h) {
             h->holding &= ~((uint64_t)1 << c);
             continue;
         }
-        settle_current(h, c);
+        cm_desc_t *current = cm_bin_current(&h->bins[c]);
+        if (current && current_may_be_empty(current)) settle_current(h, c);
         uint32_t r = h->bins[c].avail;
         for (int looked = 0; r && looked < 2; looked++) {
             cm_desc_t *d = desc(r);
@@ -363,7 +387,9 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
         if (bin->avail) {
             d = desc(bin->avail);
             list_unlink(&bin->avail, d);
-            cm_desc_set_used(d, CM_USED_CURRENT); /* before the claim (cm_pool_claim) */
+            /* before the claim (cm_pool_claim); its exact count told
+             * how many of its carved blocks wait on the local list */
+            cm_desc_set_used(d, cm_used_current(0, carved_of(d) - cm_desc_used(d)));
             if (cm_pool_claim(d)) make_current(bin, d);
             else cm_pool_drop(d);
             continue;
@@ -391,8 +417,7 @@ static CM_NOINLINE void *refill_slow(cm_heap_t *h, unsigned cls, bool zero) {
 void *cm_heap_refill_alloc(cm_heap_t *h, unsigned cls, bool zero) {
     cm_desc_t *d = cm_bin_current(&h->bins[cls]);
     if (d && cm_list_head(d->local_free) && !zero && h->trim_seen == atomic_load_explicit(&cm_trim_epoch, memory_order_relaxed)) {
-        h->bin_head[cls] = d->local_free;
-        d->local_free = CM_LIST_END;
+        local_to_bin(h, d, cls);
         h->refilled |= (uint64_t)1 << cls;
         return cm_bin_pop(&h->bin_head[cls]);
     }
@@ -447,11 +472,7 @@ void cm_free_small_slow(void *p, cm_desc_t *d) {
     if (d->at == CM_AT_PARKED && !unpark(h, d)) cm_fatal("free", "double free", p);
     cm_block_set_next(p, d->local_free);
     d->local_free = p;
-    if (d->at == CM_AT_CURRENT) {
-        cm_desc_set_used(d, CM_USED_CURRENT);
-        return;
-    }
-    uint32_t used = cm_desc_used(d) - 1;
+    uint32_t used = cm_desc_used(d) - 1; /* current: one more on the local list */
     cm_desc_set_used(d, used);
     if (used == 0) empty_on_avail(h, d); /* every carved block is on the local list */
 }

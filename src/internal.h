@@ -362,9 +362,9 @@ CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_own
 
 /* An owned superblock's used count also tells the owner's free whether it
  * may take the fast path: exact (>= 1) for one on its heap's avail list,
- * where 1 means the free may empty it; CM_USED_CURRENT while its class
+ * where 1 means the free may empty it; CM_USED_CURRENT set while its class
  * allocates from it (not counted: blocks move between its list and the bin
- * freely); its block count with CM_USED_PARKED set while parked (the first
+ * freely; below); its block count with CM_USED_PARKED set while parked (the first
  * free must move it to avail). The fast path wants owner == the calling
  * thread and 2 <= used < CM_USED_PARKED: owner_used - free_key (the
  * thread's ref << 32 | 2) is below 2^31 exactly then (another owner leaves
@@ -375,6 +375,20 @@ CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_own
  * with 2^31 - 2 takes an immediate: 2 bytes of free's two cache lines. */
 #define CM_USED_CURRENT (1u << 30)
 #define CM_USED_PARKED (1u << 31)
+/* While current, the count's lower 30 bits say how the superblock's free
+ * blocks lie, so that settling it (heap_alloc.c) walks one list, not two:
+ * bits 16-29, the blocks the bin last received (a bound on what it still
+ * holds: only refills add to it); bits 0-15, 0xFFFF less the local list's
+ * length (each owner's free decrements the count; the list is at most a
+ * superblock's blocks, under 2^16, so it never borrows into the bound). */
+#define CM_CURRENT_LOCAL_MAX 0xFFFFu
+_Static_assert(CM_MAX_BLOCKS < CM_CURRENT_LOCAL_MAX && CM_MAX_BLOCKS < 1u << 14,
+               "a current superblock's count holds its list length and bin bound");
+CM_INLINE uint32_t cm_used_current(uint32_t bin_fill, uint32_t local_len) {
+    return CM_USED_CURRENT | bin_fill << 16 | (CM_CURRENT_LOCAL_MAX - local_len);
+}
+CM_INLINE uint32_t cm_current_local_len(uint32_t used) { return CM_CURRENT_LOCAL_MAX - (used & CM_CURRENT_LOCAL_MAX); }
+CM_INLINE uint32_t cm_current_bin_fill(uint32_t used) { return (used >> 16) & 0x3FFFu; }
 #define CM_FREE_KEY(thread_ref) ((uint64_t)(thread_ref) << 32 | 2)
 CM_INLINE bool cm_free_fast_ok(uint64_t owner_used, uint64_t free_key) {
     return (owner_used - free_key) >> 31 == 0;

@@ -471,7 +471,7 @@ cm_desc_t *cm_pool_acquire(unsigned cls, unsigned space, uint32_t heap, uint32_t
      * finds its own ref only where it stored it) and to find the heap to
      * notify, which it validates */
     atomic_store_explicit(&d->heap, heap, memory_order_relaxed);
-    cm_desc_set_owner_used(d, owner, CM_USED_CURRENT); /* the caller makes it its current superblock */
+    cm_desc_set_owner_used(d, owner, cm_used_current(0, 0)); /* the caller makes it its current superblock */
     return d;
 }
 

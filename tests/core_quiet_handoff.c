@@ -8,7 +8,7 @@
  *     the helper (release / acquire: what came before is ordered).
  *  2. The owner allocates ~20 superblocks of another class: at the looks
  *     at quiet classes (every 8th superblock it takes) Q's superblock is
- *     settled, its local list walked, one block counted in use.
+ *     settled, its free blocks counted, one block counted in use.
  *  3. A relaxed flag (no ordering from the test itself) lets the helper
  *     free the Q block (its last block out: the superblock's span goes to
  *     the pool when Z's free hands the batch over), then allocate Q blocks

@@ -227,16 +227,20 @@ static void decrement_first_word(char *freed) {
     memcpy(freed, &w, sizeof w);
 }
 static void forged_link(void) { write_after_free(write_pointer); }
-/* The same forgery deeper in a local free list, met by the walk of
- * malloc_trim (which counts the heap's free blocks) rather than by malloc. */
-static void forged_link_flush(void) {
-    char *a = do_malloc(64), *p = do_malloc(64), *q = do_malloc(64);
-    expect("free", "corrupted free list", p);
+/* The same forgery deeper in the local free list of a superblock that
+ * malloc_trim settles (counting its free blocks, its list not walked: the
+ * superblock's count knows its length) and keeps for a live block: the
+ * malloc that reaches the forged link stops there. */
+static void forged_link_after_trim(void) {
+    char *live = do_malloc(64), *a = do_malloc(64), *p = do_malloc(64), *q = do_malloc(64);
+    live[0] = 1;
+    expect("malloc", "corrupted free list", p);
     do_free(a);
     do_free(p);
     do_free(q);
     write_pointer(p);
     malloc_trim(0);
+    for (int i = 0; i < 100; i++) do_malloc(64); /* the settled bin's blocks come first */
 }
 static void uaf_int_at_4(void) { write_after_free(write_int_at_4); }
 static void uaf_decrement(void) { write_after_free(decrement_first_word); }
@@ -316,7 +320,7 @@ int main(void) {
         {"free_interior_large", free_interior_large}, {"free_foreign_mmap", free_foreign_mmap},
         {"realloc_stack", realloc_stack},     {"double_free_large", double_free_large},
         {"double_free_span", double_free_span},
-        {"forged_link", forged_link},         {"forged_link_flush", forged_link_flush},
+        {"forged_link", forged_link},         {"forged_link_after_trim", forged_link_after_trim},
         {"uaf_int_at_4", uaf_int_at_4},
         {"uaf_decrement", uaf_decrement},
         {"cage_double_free", cage_double_free}, {"cage_free_interior", cage_free_interior},
