@@ -327,11 +327,10 @@ static bool current_may_be_empty(const cm_desc_t *d) {
  * them over: the current one (settled onto avail, if it may be free) and
  * the empty one avail keeps (empty_on_avail), so the first two on avail, no
  * more (a walk of a long avail list at every look would cost more than it
- * finds). A bin
- * refills at least once per superblock's worth of mallocs, so a class in
- * use is never quiet for long. Without this, a program whose data moves up
- * through the classes (buffers grown by realloc) left two superblocks of
- * every class it passed in every thread's heap. */
+ * finds). A bin refills at least once per superblock's worth of mallocs, so
+ * a class in use is never quiet for long. Without this, a program whose data
+ * moves up through the classes (buffers grown by realloc) left two
+ * superblocks of every class it passed in every thread's heap. */
 static void release_quiet_classes(cm_heap_t *h) {
     uint64_t quiet = h->holding & ~h->refilled;
     h->holding |= h->refilled;

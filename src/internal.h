@@ -363,9 +363,9 @@ CM_INLINE void cm_desc_set_owner(cm_desc_t *d, uint32_t owner) { cm_desc_set_own
 /* An owned superblock's used count also tells the owner's free whether it
  * may take the fast path: exact (>= 1) for one on its heap's avail list,
  * where 1 means the free may empty it; CM_USED_CURRENT set while its class
- * allocates from it (not counted: blocks move between its list and the bin
- * freely; below); its block count with CM_USED_PARKED set while parked (the first
- * free must move it to avail). The fast path wants owner == the calling
+ * allocates from it (no exact count then: blocks move between its list and
+ * the bin freely; what the rest says is below); its block count with
+ * CM_USED_PARKED set while parked (the first free must move it to avail). The fast path wants owner == the calling
  * thread and 2 <= used < CM_USED_PARKED: owner_used - free_key (the
  * thread's ref << 32 | 2) is below 2^31 exactly then (another owner leaves
  * a difference >= 2^32 - 2, used < 2 borrows to near 2^64), save for used
