@@ -141,7 +141,7 @@ static void list_chunk(cm_region_t *r, size_t c) {
 }
 static void unlist_chunk(cm_region_t *r, size_t c) {
     atomic_fetch_and(&r->chunk_listed[c / 64], ~((uint64_t)1 << (c % 64)));
-    if (atomic_load(&r->chunk_free[c]) != 0) list_chunk(r, c);
+    if (atomic_load(&r->chunks[c].free) != 0) list_chunk(r, c);
 }
 
 /* Bit i of the result is set when units i .. i+n-1 are all free and i is a
@@ -174,7 +174,7 @@ static uint32_t home_of_caller(void) {
 /* The chunk's home is the calling thread. relaxed, as every access to a
  * home: it only steers where a claim looks first. */
 static void set_home(cm_region_t *r, size_t c) {
-    atomic_store_explicit(&r->chunk_home[c], home_of_caller(), memory_order_relaxed);
+    atomic_store_explicit(&r->chunks[c].home, home_of_caller(), memory_order_relaxed);
 }
 
 /* Claim n aligned units of chunk c of region r, a run of dirty units only
@@ -187,19 +187,19 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
     /* acquire (load and CAS): the releaser decommitted the units (or set
      * their dirty bits) before its release fetch_or; we must see that
      * before writing to them. */
-    uint64_t w = atomic_load_explicit(&r->chunk_free[c], memory_order_acquire);
+    uint64_t w = atomic_load_explicit(&r->chunks[c].free, memory_order_acquire);
     for (;;) {
         /* relaxed: a preference only; the fetch_and below decides */
-        uint64_t runs = aligned_runs(w & atomic_load_explicit(&r->chunk_dirty[c], memory_order_relaxed), n);
+        uint64_t runs = aligned_runs(w & atomic_load_explicit(&r->chunks[c].dirty, memory_order_relaxed), n);
         if (!runs && !dirty_only) runs = aligned_runs(w, n);
         if (!runs) return 0;
         unsigned at = (unsigned)__builtin_ctzll(runs);
         uint64_t mask = run_mask(n, at);
-        if (atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~mask, memory_order_acquire,
+        if (atomic_compare_exchange_weak_explicit(&r->chunks[c].free, &w, w & ~mask, memory_order_acquire,
                                                   memory_order_acquire)) {
             if (w == ALL_FREE) set_home(r, c); /* nobody's spans were in it: ours now */
             /* relaxed: an RMW reads the releaser's bits, which came before its release */
-            uint64_t was = atomic_fetch_and_explicit(&r->chunk_dirty[c], ~mask, memory_order_relaxed) & mask;
+            uint64_t was = atomic_fetch_and_explicit(&r->chunks[c].dirty, ~mask, memory_order_relaxed) & mask;
             unsigned reused = (unsigned)__builtin_popcountll(was);
             if (reused) atomic_fetch_sub_explicit(&dirty_units, reused, memory_order_relaxed);
             cm_count(&cm_counters.committed, (size_t)(n - reused) << CM_UNIT_SHIFT);
@@ -212,15 +212,11 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
 /* fn(r, base of r, c, ctx) for each listed chunk c of each region r, lowest
  * address first, until fn returns true; true then. */
 static bool each_listed_chunk(bool (*fn)(cm_region_t *, uintptr_t, size_t, void *), void *ctx) {
-    uint32_t regions = cm_pagemap_region_count();
-    for (uint32_t i = 0; i < regions; i++) {
-        uintptr_t base;
-        cm_region_t *r = cm_pagemap_region_at(i, &base);
-        if (!r) continue;
+    for (cm_region_t *r = cm_pagemap_first_region(); r; r = cm_pagemap_next_region(r)) {
         for (size_t word = 0; word < CM_REGION_CHUNKS / 64; word++) {
             for (uint64_t listed = atomic_load_explicit(&r->chunk_listed[word], memory_order_relaxed); listed;
                  listed &= listed - 1)
-                if (fn(r, base, word * 64 + (size_t)__builtin_ctzll(listed), ctx)) return true;
+                if (fn(r, r->base, word * 64 + (size_t)__builtin_ctzll(listed), ctx)) return true;
         }
     }
     return false;
@@ -235,10 +231,10 @@ typedef struct claim_request {
 
 static bool claim_from(cm_region_t *r, uintptr_t base, size_t c, void *ctx) {
     claim_request_t *q = ctx;
-    if (q->home && atomic_load_explicit(&r->chunk_home[c], memory_order_relaxed) != q->home) return false;
+    if (q->home && atomic_load_explicit(&r->chunks[c].home, memory_order_relaxed) != q->home) return false;
     q->span = claim_in_chunk(r, base, c, q->n, q->dirty_only, &q->dirty);
     if (q->span) return true;
-    if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == 0) unlist_chunk(r, c);
+    if (atomic_load_explicit(&r->chunks[c].free, memory_order_relaxed) == 0) unlist_chunk(r, c);
     return false;
 }
 
@@ -330,7 +326,7 @@ static char *claim_new_chunk(unsigned n, bool arena_only) {
     cm_count(&cm_counters.committed, (size_t)n << CM_UNIT_SHIFT);
     if (n < UNITS_PER_CHUNK) {
         /* release: a claimer that reads the bits sees the chunk's page-map entries set */
-        atomic_store_explicit(&r->chunk_free[c], ~run_mask(n, 0), memory_order_release);
+        atomic_store_explicit(&r->chunks[c].free, ~run_mask(n, 0), memory_order_release);
         list_chunk(r, c);
     }
     return chunk;
@@ -372,11 +368,11 @@ char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {
 static bool unmap_if_free(cm_region_t *r, size_t c, uintptr_t chunk) {
     uint64_t all = ALL_FREE;
     /* acquire: every releaser's decommit happens before our munmap */
-    if (!atomic_compare_exchange_strong_explicit(&r->chunk_free[c], &all, 0, memory_order_acquire,
+    if (!atomic_compare_exchange_strong_explicit(&r->chunks[c].free, &all, 0, memory_order_acquire,
                                                  memory_order_relaxed))
         return false;
     /* its units are ours: dirty ones go with the mapping (relaxed: as in claim_in_chunk) */
-    uint64_t was = atomic_exchange_explicit(&r->chunk_dirty[c], 0, memory_order_relaxed);
+    uint64_t was = atomic_exchange_explicit(&r->chunks[c].dirty, 0, memory_order_relaxed);
     if (was) {
         atomic_fetch_sub_explicit(&dirty_units, (size_t)__builtin_popcountll(was), memory_order_relaxed);
         cm_uncount(&cm_counters.committed, (size_t)__builtin_popcountll(was) << CM_UNIT_SHIFT);
@@ -398,7 +394,7 @@ void cm_arena_release(char *span, unsigned shift) {
     size_t c = chunk_index(a);
     /* release: the next claimer of these units sees them decommitted */
     uint64_t bits = run_mask(n, (unsigned)((a - chunk) >> CM_UNIT_SHIFT));
-    atomic_fetch_or_explicit(&r->chunk_free[c], bits, memory_order_release);
+    atomic_fetch_or_explicit(&r->chunks[c].free, bits, memory_order_release);
     list_chunk(r, c);
 }
 
@@ -410,22 +406,22 @@ void cm_arena_release_dirty(char *span, unsigned shift) {
     uint64_t bits = run_mask(n, (unsigned)((a - chunk) >> CM_UNIT_SHIFT));
     atomic_fetch_add_explicit(&dirty_units, n, memory_order_relaxed);
     /* relaxed: published by the release fetch_or of the free bits after it */
-    atomic_fetch_or_explicit(&r->chunk_dirty[c], bits, memory_order_relaxed);
-    atomic_fetch_or_explicit(&r->chunk_free[c], bits, memory_order_release);
+    atomic_fetch_or_explicit(&r->chunks[c].dirty, bits, memory_order_relaxed);
+    atomic_fetch_or_explicit(&r->chunks[c].free, bits, memory_order_release);
     list_chunk(r, c);
 }
 
 /* Claim chunk c's free dirty units, return their pages, give them back
  * clean; true if there were any. */
 static bool purge_chunk(cm_region_t *r, uintptr_t chunk, size_t c) {
-    uint64_t w = atomic_load_explicit(&r->chunk_free[c], memory_order_acquire), units;
+    uint64_t w = atomic_load_explicit(&r->chunks[c].free, memory_order_acquire), units;
     do {
-        units = w & atomic_load_explicit(&r->chunk_dirty[c], memory_order_relaxed);
+        units = w & atomic_load_explicit(&r->chunks[c].dirty, memory_order_relaxed);
         if (!units) return false;
         /* acquire: as a claim (the units are ours until the fetch_or below) */
-    } while (!atomic_compare_exchange_weak_explicit(&r->chunk_free[c], &w, w & ~units, memory_order_acquire,
+    } while (!atomic_compare_exchange_weak_explicit(&r->chunks[c].free, &w, w & ~units, memory_order_acquire,
                                                     memory_order_acquire));
-    uint64_t was = atomic_fetch_and_explicit(&r->chunk_dirty[c], ~units, memory_order_relaxed) & units;
+    uint64_t was = atomic_fetch_and_explicit(&r->chunks[c].dirty, ~units, memory_order_relaxed) & units;
     atomic_fetch_sub_explicit(&dirty_units, (size_t)__builtin_popcountll(was), memory_order_relaxed);
     for (uint64_t left = was; left;) {
         unsigned at = (unsigned)__builtin_ctzll(left);
@@ -435,7 +431,7 @@ static bool purge_chunk(cm_region_t *r, uintptr_t chunk, size_t c) {
         left &= ~run_mask(len, at);
     }
     /* release: the next claimer sees the pages returned */
-    atomic_fetch_or_explicit(&r->chunk_free[c], units, memory_order_release);
+    atomic_fetch_or_explicit(&r->chunks[c].free, units, memory_order_release);
     list_chunk(r, c);
     return true;
 }
@@ -453,15 +449,11 @@ bool cm_arena_purge(void) {
 
 bool cm_arena_trim(void) {
     bool any = cm_arena_purge();
-    uint32_t regions = cm_pagemap_region_count();
-    for (uint32_t i = 0; i < regions; i++) {
-        uintptr_t base;
-        cm_region_t *r = cm_pagemap_region_at(i, &base);
-        if (!r) continue;
+    for (cm_region_t *r = cm_pagemap_first_region(); r; r = cm_pagemap_next_region(r)) {
         for (size_t c = 0; c < CM_REGION_CHUNKS; c++) {
-            uintptr_t chunk = base + (c << CM_CHUNK_SHIFT);
+            uintptr_t chunk = r->base + (c << CM_CHUNK_SHIFT);
             /* the arena's reservation keeps its address space: its pages were returned */
-            if (atomic_load_explicit(&r->chunk_free[c], memory_order_relaxed) == ALL_FREE && !in_arena(chunk))
+            if (atomic_load_explicit(&r->chunks[c].free, memory_order_relaxed) == ALL_FREE && !in_arena(chunk))
                 any |= unmap_if_free(r, c, chunk);
         }
     }

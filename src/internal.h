@@ -444,12 +444,19 @@ CM_HIDDEN bool cm_desc_make_region(uint32_t capacity); /* reserve and publish: t
  * own something in it and never unmapped: the page-map entries of its 64 KiB
  * units, and for the arena (arena.c) the free units of each of its chunks.
  * Both are indexed by address, so a slot always describes the same range. */
+typedef struct cm_chunk_state {
+    _Atomic uint64_t free;  /* bit u: unit u of the chunk is free */
+    _Atomic uint64_t dirty; /* bit u: free unit u's pages may be resident */
+    _Atomic uint32_t home;  /* the thread (ref) whose spans it holds: a hint */
+} cm_chunk_state_t;
 typedef struct cm_region {
     _Atomic uint32_t entries[(size_t)1 << CM_PAGEMAP_LEAF_BITS];
-    _Atomic uint64_t chunk_free[CM_REGION_CHUNKS];            /* bit u: unit u of the chunk is free */
-    _Atomic uint64_t chunk_listed[CM_REGION_CHUNKS / 64];     /* bit c: chunk c may have free units */
-    _Atomic uint64_t chunk_dirty[CM_REGION_CHUNKS];           /* bit u: free unit u's pages may be resident */
-    _Atomic uint32_t chunk_home[CM_REGION_CHUNKS];            /* the thread (ref) whose spans it holds: a hint */
+    _Atomic(struct cm_region *) next; /* the region created after this one */
+    uintptr_t base;                   /* the address of its first byte */
+    _Atomic uint64_t chunk_listed[CM_REGION_CHUNKS / 64]; /* bit c: chunk c may have free units */
+    /* a chunk's fields side by side: a process using one chunk touches one
+     * page of them, where an array per field took three */
+    cm_chunk_state_t chunks[CM_REGION_CHUNKS];
 } cm_region_t;
 /* Root slot i holds the byte offset of its region from the empty leaf, an
  * all-zero array of entries in .bss right after the root: 0 (the .bss
@@ -490,10 +497,13 @@ _Static_assert(CM_PAGEMAP_LEAF_BITS == 16, "a leaf index is the address's third 
 CM_HIDDEN bool cm_pagemap_set(uintptr_t start, size_t size, uint32_t entry);
 /* The region record of address a, NULL if none was created. */
 CM_HIDDEN cm_region_t *cm_pagemap_region(uintptr_t a);
-/* Regions created so far, in creation order: cm_pagemap_region_at(i) for
- * i < cm_pagemap_region_count(). */
-CM_HIDDEN uint32_t cm_pagemap_region_count(void);
-CM_HIDDEN cm_region_t *cm_pagemap_region_at(uint32_t i, uintptr_t *base);
+/* The regions created so far, in creation order: the first, and each one's
+ * next (NULL at the end), read with an acquire that pairs with the release
+ * that appended it. */
+CM_HIDDEN cm_region_t *cm_pagemap_first_region(void);
+CM_INLINE cm_region_t *cm_pagemap_next_region(const cm_region_t *r) {
+    return atomic_load_explicit(&r->next, memory_order_acquire);
+}
 /* The arena's own flat page map: the arena (arena.c) is one reservation of
  * up to 64 GiB whose first 4 MiB hold a flat array of page-map entries, one
  * per 64 KiB unit of the 64 GiB window that starts at its base (the map's

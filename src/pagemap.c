@@ -5,7 +5,7 @@
  * of their own wherever the kernel puts them, and superblocks come from
  * 32 MiB reservations once the arena's own reservation is used up or could
  * not be made (`ulimit -v` / RLIMIT_AS). The root is 2^15 slots in .bss
- * (one per 4 GiB, zero pages until touched) and a region record (264 KiB,
+ * (one per 4 GiB, zero pages until touched) and a region record (280 KiB,
  * lazily committed: 2^16 entries plus the arena's chunk bitmaps) is mapped
  * the first time we own something in its 4 GiB. Slots hold offsets from a
  * shared all-zero leaf that follows the root, so the lookup has no null
@@ -19,11 +19,10 @@
 #define LEAF_LEN ((size_t)1 << CM_PAGEMAP_LEAF_BITS)
 
 cm_pagemap_t cm_pagemap;
-/* Root slots (+1, so 0 means "not stored yet") of the regions created, in
- * order; a slot is listed once its region is installed (a scanner may miss
- * a region for that instant only). */
-static _Atomic uint16_t region_slots[CM_PAGEMAP_ROOT_LEN];
-static _Atomic uint32_t regions_listed;
+/* The regions, in creation order, linked through their records: a region
+ * joins the end once installed (a scanner may miss it for that instant
+ * only). */
+static _Atomic(cm_region_t *) first_region;
 
 static cm_region_t *region_at_offset(uintptr_t offset) {
     return (cm_region_t *)((char *)cm_pagemap.empty_leaf + offset);
@@ -36,12 +35,18 @@ static cm_region_t *region_for(size_t i) {
     if (offset) return region_at_offset(offset);
     cm_region_t *mine = cm_os_map(sizeof(cm_region_t));
     if (!mine) return NULL;
+    mine->base = (uintptr_t)i << 32;
     if (atomic_compare_exchange_strong_explicit(&cm_pagemap.root[i], &offset,
                                                 (uintptr_t)mine - (uintptr_t)cm_pagemap.empty_leaf,
                                                 memory_order_acq_rel, memory_order_acquire)) {
-        /* relaxed ticket; release store: a reader of the list sees the slot */
-        uint32_t at = atomic_fetch_add_explicit(&regions_listed, 1, memory_order_relaxed);
-        atomic_store_explicit(&region_slots[at], (uint16_t)(i + 1), memory_order_release);
+        /* Append: a CAS on the last link, which only moves on when another
+         * region took it (regions are never removed). release: a reader
+         * that follows the link sees base; acquire on failure: we read the
+         * winner's link next. */
+        _Atomic(cm_region_t *) *link = &first_region;
+        cm_region_t *last = NULL;
+        while (!atomic_compare_exchange_weak_explicit(link, &last, mine, memory_order_release, memory_order_acquire))
+            if (last) link = &last->next, last = NULL;
         return mine;
     }
     cm_os_unmap(mine, sizeof(cm_region_t));
@@ -75,12 +80,4 @@ cm_region_t *cm_pagemap_region(uintptr_t a) {
     return offset ? region_at_offset(offset) : NULL;
 }
 
-uint32_t cm_pagemap_region_count(void) { return atomic_load_explicit(&regions_listed, memory_order_acquire); }
-
-/* NULL while the slot's writer has taken its ticket but not yet stored it. */
-cm_region_t *cm_pagemap_region_at(uint32_t i, uintptr_t *base) {
-    uintptr_t slot_plus1 = atomic_load_explicit(&region_slots[i], memory_order_acquire);
-    if (!slot_plus1) return NULL;
-    *base = (slot_plus1 - 1) << 32;
-    return cm_pagemap_region(*base);
-}
+cm_region_t *cm_pagemap_first_region(void) { return atomic_load_explicit(&first_region, memory_order_acquire); }
