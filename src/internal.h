@@ -712,6 +712,8 @@ CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32
 CM_HIDDEN bool cm_pool_trim(void);
 /* Retire kept superblocks idle for CAGEMALLOC_DECAY_MS, a bounded batch. */
 CM_HIDDEN void cm_pool_decay(void);
+/* Bytes of completely free superblocks kept committed for reuse. */
+CM_HIDDEN size_t cm_pool_kept_bytes(void);
 CM_HIDDEN cm_desc_t *cm_pool_desc_of(const void *p);  /* NULL if not a small block of ours */
 
 /* ---------------------------------------------------------------- spaces, the cage */

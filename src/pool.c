@@ -146,6 +146,8 @@ static void retire(cm_desc_t *d, bool listed, bool keep_pages) {
  * Kept superblocks go back to the OS once idle for CAGEMALLOC_DECAY_MS
  * (cm_pool_decay): a program whose heap empties and refills, round after
  * round, reuses them instead of faulting every page in again. */
+size_t cm_pool_kept_bytes(void) { return atomic_load_explicit(&empty_kept_bytes, memory_order_relaxed); }
+
 static void unkeep_bytes(size_t bytes) { atomic_fetch_sub_explicit(&empty_kept_bytes, bytes, memory_order_relaxed); }
 
 static bool keep_empty(size_t bytes) {

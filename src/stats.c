@@ -97,6 +97,8 @@ void cm_stats_report(int fd) {
     put(&o, "\n");
     put_kib(&o, "  large bytes in use   ", load_size(&cm_counters.large_live));
     put_kib(&o, "  large bytes cached   ", load_size(&cm_counters.large_cached));
+    put_kib(&o, "  free superblocks kept", cm_pool_kept_bytes());
+    put_kib(&o, "  free arena units kept", cm_arena_dirty_bytes());
     put_kib(&o, "  mapped               ", load_size(&cm_counters.mapped));
     put_kib(&o, "  committed            ", load_size(&cm_counters.committed));
     put_kib(&o, "  returned to the OS   ", load_size(&cm_counters.returned));
