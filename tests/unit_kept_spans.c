@@ -7,6 +7,9 @@
  *  - The arena hands such dirty units out first, as they are (marked
  *    dirty: calloc must clear them), and cm_arena_purge returns the pages
  *    of those nobody took.
+ *  - A span the dirty units cannot make (no aligned run of them) comes
+ *    fresh, and as many dirty units go back to the OS at once: what the
+ *    process holds free does not grow with what it claims.
  *
  * Driven through the pool and the arena in a fresh process, so these are
  * the only superblocks kept. */
@@ -86,19 +89,16 @@ int main(void) {
     }
     CHECK(taken >= 0 && still == 2, "the take-over used a kept span (%d) and left the other two (%d)", taken, still);
 
-    /* a class of twice the span size: the two left (2 x 64 KiB) make room */
+    /* a class of twice the span size: the two left (2 x 64 KiB) make room,
+     * as its span if they are an aligned pair, else returned for its fresh one */
     CHECK(cm_pool_take(big, CM_SPACE_PLAIN, &r), "class %u got a new span", big);
     char *fresh = r.fresh;
     for (int i = 0; i < 3; i++) {
         if (i == taken) continue;
         CHECK(!is_kept(kept[i], small), "superblock %d is still kept beside a new span of another size", i);
-        CHECK(resident_pages(kept[i], span) > 0, "superblock %d gave way without its pages (no madvise there)", i);
-    }
-    cm_arena_purge();
-    for (int i = 0; i < 3; i++) {
         bool reused = kept[i] >= fresh && kept[i] < fresh + 2 * span;
-        if (i != taken && !reused)
-            CHECK(resident_pages(kept[i], span) == 0, "superblock %d's pages were not returned by the purge", i);
+        CHECK(reused == r.fresh_dirty, "superblock %d: reused %d, the new span dirty %d", i, reused, r.fresh_dirty);
+        if (!reused) CHECK(resident_pages(kept[i], span) == 0, "superblock %d kept its pages beside a fresh span", i);
     }
 
     /* no more than the new span's size: of three kept, one stays */
@@ -126,6 +126,18 @@ int main(void) {
     CHECK(!cm_arena_has_dirty() && resident_pages(other, span) == 0, "the purge returned the unit nobody took");
     CHECK(resident_pages(half, span) > 0, "the purge left the claimed span alone");
     cm_arena_release(half, shift); /* clean: cm_arena_release wants its pages returned */
-    printf("kept spans: taken over by their own span size, given to the arena for another, reused dirty, purged\n");
+
+    /* a dirty unit whose neighbour is in use, so that a span of twice its
+     * size cannot have it: returned when that span is claimed fresh */
+    char *two = cm_arena_claim(shift + 1, CM_SPACE_PLAIN, &dirty);
+    CHECK(two, "a span of %zu bytes", 2 * span);
+    memset(two, 0x33, 2 * span);
+    cm_arena_release_dirty(two + span, shift); /* its upper half; the lower stays ours */
+    char *pair2 = cm_arena_claim(shift + 1, CM_SPACE_PLAIN, &dirty);
+    CHECK(pair2 && !dirty && pair2 != two, "a fresh pair elsewhere");
+    CHECK(!cm_arena_has_dirty() && resident_pages(two + span, span) == 0, "the dirty unit went back for the fresh pair");
+    CHECK(resident_pages(two, span) > 0, "the unit in use kept its pages");
+    printf("kept spans: taken over by their own span size, given to the arena for another, reused dirty, purged, "
+           "returned for fresh ones\n");
     return 0;
 }
