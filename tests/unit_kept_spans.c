@@ -10,9 +10,12 @@
  *  - A span the dirty units cannot make (no aligned run of them) comes
  *    fresh, and as many dirty units go back to the OS at once: what the
  *    process holds free does not grow with what it claims.
+ *  - malloc_stats reports both kinds of memory kept free, as counted.
  *
  * Driven through the pool and the arena in a fresh process, so these are
  * the only superblocks kept. */
+#define _GNU_SOURCE /* memfd_create */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -57,6 +60,31 @@ static size_t resident_pages(const char *base, size_t len) {
     return n;
 }
 
+/* The KiB that the statistics report gives on the line labelled `label`. */
+static size_t reported_kib(const char *label) {
+    int fd = memfd_create("report", 0);
+    CHECK(fd >= 0, "memfd_create");
+    cm_stats_report(fd);
+    char text[8192];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    CHECK(n > 0, "the report is written");
+    text[n] = 0;
+    const char *line = strstr(text, label);
+    CHECK(line != NULL, "the report has a line \"%s\"", label);
+    return strtoul(line + strlen(label), NULL, 10);
+}
+
+/* What the pool and the arena count as kept, and what the report says. */
+static void check_kept(size_t superblocks, size_t units, const char *when) {
+    CHECK(cm_pool_kept_bytes() == superblocks && cm_arena_dirty_bytes() == units,
+          "%s: kept %zu and %zu bytes, want %zu and %zu", when, cm_pool_kept_bytes(), cm_arena_dirty_bytes(),
+          superblocks, units);
+    CHECK(reported_kib("free superblocks kept") == superblocks >> 10 &&
+              reported_kib("free arena units kept") == units >> 10,
+          "%s: the report disagrees with the counts", when);
+}
+
 static unsigned class_of_size(uint32_t size) {
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++)
         if (cm_class_info[c].block_size == size) return c;
@@ -75,9 +103,11 @@ int main(void) {
     size_t span = (size_t)1 << shift;
 
     char *kept[3];
+    check_kept(0, 0, "at start");
     kept_superblocks(small, kept, 3);
     for (int i = 0; i < 3; i++)
         CHECK(is_kept(kept[i], small) && resident_pages(kept[i], span) > 0, "superblock %d kept, resident", i);
+    check_kept(3 * span, 0, "three superblocks freed");
 
     /* a class of the same span size takes one over, dirty, retiring none */
     cm_refill_t r;
@@ -88,6 +118,7 @@ int main(void) {
         else still += is_kept(kept[i], small);
     }
     CHECK(taken >= 0 && still == 2, "the take-over used a kept span (%d) and left the other two (%d)", taken, still);
+    check_kept(2 * span, 0, "one taken over");
 
     /* a class of twice the span size: the two left (2 x 64 KiB) make room,
      * as its span if they are an aligned pair, else returned for its fresh one */
@@ -114,8 +145,10 @@ int main(void) {
     char *pair = cm_arena_claim(shift + 1, CM_SPACE_PLAIN, &dirty);
     CHECK(pair && !dirty, "a clean span of %zu bytes", 2 * span);
     memset(pair, 0x77, 2 * span);
+    size_t still_kept = cm_pool_kept_bytes();
     cm_arena_release_dirty(pair, shift + 1);
     CHECK(cm_arena_has_dirty(), "dirty units are listed");
+    check_kept(still_kept, 2 * span, "a span released with its pages");
     char *half = cm_arena_claim(shift, CM_SPACE_PLAIN, &dirty);
     CHECK(dirty && (half == pair || half == pair + span), "the dirty units came back first (%p of %p)", (void *)half,
           (void *)pair);
