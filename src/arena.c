@@ -182,7 +182,7 @@ static void set_home(cm_region_t *r, size_t c) {
  * claimed unit was dirty. A releaser sets a unit's dirty bit before its
  * free bit and a claimer clears it after winning the unit, so the bit read
  * then is the unit's own: nobody else can release or purge it meanwhile. */
-static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c, unsigned n, bool dirty_only,
+static uintptr_t claim_in_chunk(cm_region_t *r, size_t c, unsigned n, bool dirty_only,
                                 bool *dirty) {
     /* acquire (load and CAS): the releaser decommitted the units (or set
      * their dirty bits) before its release fetch_or; we must see that
@@ -204,19 +204,19 @@ static uintptr_t claim_in_chunk(cm_region_t *r, uintptr_t region_base, size_t c,
             if (reused) atomic_fetch_sub_explicit(&dirty_units, reused, memory_order_relaxed);
             cm_count(&cm_counters.committed, (size_t)(n - reused) << CM_UNIT_SHIFT);
             *dirty = reused != 0;
-            return region_base + (c << CM_CHUNK_SHIFT) + ((uintptr_t)at << CM_UNIT_SHIFT);
+            return r->base + (c << CM_CHUNK_SHIFT) + ((uintptr_t)at << CM_UNIT_SHIFT);
         }
     }
 }
 
-/* fn(r, base of r, c, ctx) for each listed chunk c of each region r, lowest
+/* fn(r, c, ctx) for each listed chunk c of each region r, lowest
  * address first, until fn returns true; true then. */
-static bool each_listed_chunk(bool (*fn)(cm_region_t *, uintptr_t, size_t, void *), void *ctx) {
+static bool each_listed_chunk(bool (*fn)(cm_region_t *, size_t, void *), void *ctx) {
     for (cm_region_t *r = cm_pagemap_first_region(); r; r = cm_pagemap_next_region(r)) {
         for (size_t word = 0; word < CM_REGION_CHUNKS / 64; word++) {
             for (uint64_t listed = atomic_load_explicit(&r->chunk_listed[word], memory_order_relaxed); listed;
                  listed &= listed - 1)
-                if (fn(r, r->base, word * 64 + (size_t)__builtin_ctzll(listed), ctx)) return true;
+                if (fn(r, word * 64 + (size_t)__builtin_ctzll(listed), ctx)) return true;
         }
     }
     return false;
@@ -229,10 +229,10 @@ typedef struct claim_request {
     uintptr_t span;
 } claim_request_t;
 
-static bool claim_from(cm_region_t *r, uintptr_t base, size_t c, void *ctx) {
+static bool claim_from(cm_region_t *r, size_t c, void *ctx) {
     claim_request_t *q = ctx;
     if (q->home && atomic_load_explicit(&r->chunks[c].home, memory_order_relaxed) != q->home) return false;
-    q->span = claim_in_chunk(r, base, c, q->n, q->dirty_only, &q->dirty);
+    q->span = claim_in_chunk(r, c, q->n, q->dirty_only, &q->dirty);
     if (q->span) return true;
     if (atomic_load_explicit(&r->chunks[c].free, memory_order_relaxed) == 0) unlist_chunk(r, c);
     return false;
@@ -354,22 +354,6 @@ char *cm_arena_claim_own_resident(unsigned shift, bool *dirty) {
     return claim_listed_as(1u << (shift - CM_UNIT_SHIFT), true, me, dirty);
 }
 
-static bool purge_until(cm_region_t *r, uintptr_t base, size_t c, void *left);
-char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {
-    char *span = claim_once(shift, space, dirty);
-    /* no room (the cage full, or no address space or memory left): what the
-     * large cache holds goes back, and the claim is tried once more */
-    if (!span && cm_large_trim()) span = claim_once(shift, space, dirty);
-    /* Fresh pages while resident free units wait for the decay pass (none
-     * of them in a run this span could use): as many of those go back now,
-     * so that what the process holds free does not grow with what it
-     * claims. mstress 4 kept 10-15 MiB of them at its peak. */
-    if (span && !*dirty && space == CM_SPACE_PLAIN && cm_arena_has_dirty()) {
-        size_t units = (size_t)1 << (shift - CM_UNIT_SHIFT);
-        each_listed_chunk(purge_until, &units);
-    }
-    return span;
-}
 
 /* The chunk is all free and, by our CAS, ours: clear its entries (a stale
  * pointer into it is then "not ours") and give it back. Its pages were
@@ -422,7 +406,8 @@ void cm_arena_release_dirty(char *span, unsigned shift) {
 
 /* Claim chunk c's free dirty units, return their pages, give them back
  * clean; how many there were. */
-static unsigned purge_chunk(cm_region_t *r, uintptr_t chunk, size_t c) {
+static unsigned purge_chunk(cm_region_t *r, size_t c) {
+    uintptr_t chunk = r->base + (c << CM_CHUNK_SHIFT);
     uint64_t w = atomic_load_explicit(&r->chunks[c].free, memory_order_acquire), units;
     do {
         units = w & atomic_load_explicit(&r->chunks[c].dirty, memory_order_relaxed);
@@ -446,14 +431,14 @@ static unsigned purge_chunk(cm_region_t *r, uintptr_t chunk, size_t c) {
     return purged;
 }
 
-static bool purge_listed(cm_region_t *r, uintptr_t base, size_t c, void *any) {
-    *(bool *)any |= purge_chunk(r, base + (c << CM_CHUNK_SHIFT), c) != 0;
+static bool purge_listed(cm_region_t *r, size_t c, void *any) {
+    *(bool *)any |= purge_chunk(r, c) != 0;
     return false;
 }
 
 /* Purge listed chunks, lowest first, until *left units are returned. */
-static bool purge_until(cm_region_t *r, uintptr_t base, size_t c, void *left) {
-    size_t purged = purge_chunk(r, base + (c << CM_CHUNK_SHIFT), c), *wanted = left;
+static bool purge_until(cm_region_t *r, size_t c, void *left) {
+    size_t purged = purge_chunk(r, c), *wanted = left;
     if (purged >= *wanted) return true;
     *wanted -= purged;
     return false;
@@ -463,6 +448,22 @@ bool cm_arena_purge(void) {
     bool any = false;
     if (cm_arena_has_dirty()) each_listed_chunk(purge_listed, &any);
     return any;
+}
+
+char *cm_arena_claim(unsigned shift, unsigned space, bool *dirty) {
+    char *span = claim_once(shift, space, dirty);
+    /* no room (the cage full, or no address space or memory left): what the
+     * large cache holds goes back, and the claim is tried once more */
+    if (!span && cm_large_trim()) span = claim_once(shift, space, dirty);
+    /* Fresh pages while resident free units wait for the decay pass (none
+     * of them in a run this span could use): as many of those go back now,
+     * so that what the process holds free does not grow with what it
+     * claims. mstress 4 kept 10-15 MiB of them at its peak. */
+    if (span && !*dirty && space == CM_SPACE_PLAIN && cm_arena_has_dirty()) {
+        size_t units = (size_t)1 << (shift - CM_UNIT_SHIFT);
+        each_listed_chunk(purge_until, &units);
+    }
+    return span;
 }
 
 bool cm_arena_trim(void) {
