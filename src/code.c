@@ -45,8 +45,8 @@ typedef struct code_range {
     cm_reservation_t exec_open, write_open; /* how much of each view is open (reservation.c) */
 } code_range_t;
 
-static code_range_t ranges[MAX_RANGES];
-static _Atomic int slot_state[MAX_RANGES];
+CM_LARGE_ZEROED static code_range_t ranges[MAX_RANGES];
+CM_LARGE_ZEROED static _Atomic int slot_state[MAX_RANGES];
 static _Atomic uint32_t slots_used; /* slots ever claimed: a search looks at these */
 
 /* Modules found so far, so that only a `near` outside all of them costs a
@@ -55,7 +55,7 @@ static _Atomic uint32_t slots_used; /* slots ever claimed: a search looks at the
  * unloaded and another loaded at the same place keeps the old text (code
  * placed for it is then placed for the old extent). */
 #define MAX_MODULES 64
-static struct {
+CM_LARGE_ZEROED static struct {
     _Atomic uintptr_t lo, hi, text_lo, text_hi;
 } modules[MAX_MODULES];
 static _Atomic uint32_t modules_known;

@@ -20,7 +20,7 @@
 #define RECORD_CHUNK ((size_t)1 << 20)
 #define RECORDS_PER_CHUNK ((uint32_t)(RECORD_CHUNK / sizeof(cm_heap_t)))
 #define RECORD_CHUNKS 1024
-static _Atomic(cm_heap_t *) record_chunks[RECORD_CHUNKS];
+CM_LARGE_ZEROED static _Atomic(cm_heap_t *) record_chunks[RECORD_CHUNKS];
 static _Atomic uint32_t record_chunks_made;
 static _Atomic uint64_t record_pool;  /* free records: {ref:32, tag:32} */
 static _Atomic uint64_t record_fresh; /* the chunk being handed out: {index + 1:32, records used:32} */

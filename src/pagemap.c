@@ -18,7 +18,7 @@
 
 #define LEAF_LEN ((size_t)1 << CM_PAGEMAP_LEAF_BITS)
 
-cm_pagemap_t cm_pagemap;
+CM_LARGE_ZEROED cm_pagemap_t cm_pagemap;
 /* The regions, in creation order, linked through their records: a region
  * joins the end once installed (a scanner may miss it for that instant
  * only). */

@@ -24,7 +24,7 @@
  * glibc-thread's bss held a page more: 44 -> 40 KiB), and the line beside
  * each stack, which the adjacent-line prefetcher pairs with it, is another
  * class of the same shard, not another thread's shard of the same class. */
-static cm_desc_stack_t partial[CM_SPACES][PARTIAL_SHARDS][CM_NUM_CLASSES + 1];
+CM_LARGE_ZEROED static cm_desc_stack_t partial[CM_SPACES][PARTIAL_SHARDS][CM_NUM_CLASSES + 1];
 /* All relaxed: budgets, counts and timestamps that only steer policy (keep
  * or retire, scan or not, where to look); no memory is published through them. */
 static _Atomic size_t empty_kept_bytes;                 /* fully free superblocks kept committed */
