@@ -6,7 +6,9 @@
 # shared by every process that maps it, never computed at run time (the
 # library has no start-up constructor: .init_array holds only the
 # compiler's frame_dummy). Also reports the library's writable data (.data,
-# .bss), which a process pays for only in pages it touches.
+# .bss, .lbss), which a process pays for only in pages it touches; where the
+# large zero-filled arrays have a section of their own (CM_LARGE_ZEROED),
+# .bss holds only small variables, which must stay on two pages with .data.
 set -eu
 : "${CM_LIB:?CM_LIB must name the library}" "${CM_SOURCE:?CM_SOURCE must name the source tree}"
 fail=0
@@ -30,8 +32,12 @@ if grep -rn '__attribute__((constructor' "$CM_SOURCE/src" >/dev/null; then
 fi
 data=$(size -A "$CM_LIB" | awk '$1 == ".data" {print $2}')
 bss=$(size -A "$CM_LIB" | awk '$1 == ".bss" {print $2}')
+lbss=$(size -A "$CM_LIB" | awk '$1 == ".lbss" {n += $2} END {print n + 0}')
 tls=$(size -A "$CM_LIB" | awk '$1 == ".tdata" || $1 == ".tbss" {n += $2} END {print n + 0}')
-echo "writable data: .data $data bytes, .bss $bss bytes (zero pages until touched), TLS $tls bytes per thread"
+echo "writable data: .data $data bytes, .bss $bss bytes, .lbss $lbss bytes (zero pages until touched), TLS $tls bytes per thread"
 [ "$data" -le 4096 ] || { echo "FAIL: .data over 4 KiB"; fail=1; }
-[ "$bss" -le $((1 << 20)) ] || { echo "FAIL: .bss over 1 MiB"; fail=1; }
+[ $((bss + lbss)) -le $((1 << 20)) ] || { echo "FAIL: zero-filled data over 1 MiB"; fail=1; }
+if [ "$lbss" -gt 0 ] && [ $((data + bss)) -gt 8192 ]; then
+    echo "FAIL: .data and .bss take more than two pages: a large array without CM_LARGE_ZEROED?"; fail=1
+fi
 exit $fail
