@@ -23,10 +23,10 @@
  * malloc-large time), and mappings idle longer than
  * CAGEMALLOC_DECAY_MS are unmapped by whichever large operation or pool
  * decay pass notices, or by malloc_trim. While the process claims fresh
- * pages for superblocks, the cache gives as many bytes back: what no large
- * block reused is not kept beside what replaced it; and a superblock that
- * finds no room at all (a full cage, no address space left) has the cache
- * give back everything first (arena.c). */
+ * pages for superblocks, the cache gives twice as many bytes back: what no
+ * large block reused is not kept beside what replaced it; and a superblock
+ * that finds no room at all (a full cage, no address space left) has the
+ * cache give back everything first (arena.c). */
 #include <string.h>
 
 #include "internal.h"
@@ -346,6 +346,15 @@ static void shrink(cm_desc_t *d, size_t size) {
  * way to them, counted while anything is cached. */
 static _Atomic size_t fresh_claimed;
 #define GIVE_WAY_STEP ((size_t)1 << 20) /* one pass (and its munmaps) per MiB of growth */
+/* Bytes given back per byte claimed. A burst of frees that no large block
+ * reuses (CPython's JSON encoder frees its 31 buffers of 2.8 MB at once)
+ * otherwise stays resident beside the small blocks claimed after it for as
+ * long as it takes them to match it: at 1, 41 MiB of them were still
+ * cached at that program's peak (466 MiB; at 2, 430 MiB, glibc's 420). A
+ * program that reuses its large blocks keeps its cache: it claims few
+ * fresh superblock pages (malloc-large, bench/'s large and mixed: the same
+ * time and peak at 1 and 2, BENCHMARKS.md). */
+#define GIVE_WAY_RATE 2
 
 /* The cached mapping idle longest, taken; NULL if none. Reading the
  * descriptor a slot names without owning it is safe (descriptors are never
@@ -389,7 +398,7 @@ void cm_large_give_way(size_t bytes) {
      * concurrent add leaves it for the next */
     size_t total = atomic_fetch_add_explicit(&fresh_claimed, bytes, memory_order_relaxed) + bytes;
     if (total < GIVE_WAY_STEP) return;
-    give_way(atomic_exchange_explicit(&fresh_claimed, 0, memory_order_relaxed));
+    give_way(GIVE_WAY_RATE * atomic_exchange_explicit(&fresh_claimed, 0, memory_order_relaxed));
 }
 
 /* ------------------------------------------------------------ blocks */

@@ -18,7 +18,7 @@
  *    also when passes come every few milliseconds (each one looks at it
  *    and puts it back: that must not make it young again).
  *  - Fresh pages claimed for superblocks take the cache's place: it gives
- *    as many bytes back, oldest mappings first.
+ *    twice as many bytes back, oldest mappings first.
  *  - Two threads churning blocks of 17-55 units through the cache, and small
  *    blocks of 8-64 KiB beside them (the cache giving way meanwhile), every
  *    block patterned and checked before its free.
@@ -250,6 +250,16 @@ int main(void) {
         cm_pool_decay();
     }
     CHECK(cached_units() == 0, "decayed under frequent passes (%zu units left)", cached_units());
+
+    /* a MiB of fresh superblock pages (and what was counted before, under
+     * a MiB) gives twice that back: 2 MiB or more of 40 cached units, at
+     * the rate of one byte for one it would be under 2 MiB */
+    cm_free(block(40));
+    CHECK(cached_units() == 40, "a mapping cached (%zu units)", cached_units());
+    cm_large_give_way((size_t)1 << 20);
+    CHECK(cached_units() <= 8, "a MiB claimed gave 2 MiB or more back (%zu units left of 40)", cached_units());
+    cm_large_trim();
+    CHECK(cached_units() == 0, "trimmed (%zu units left)", cached_units());
 
     /* superblocks made of fresh pages take the cache's place: 3 MiB of
      * them (16 KiB blocks; a span or two may reuse units freed earlier)
