@@ -235,14 +235,20 @@ def preload_env(lib, extra_env):
     return env
 
 
-def timed_run(argv, stdin_path, env, out, timeout):
+def timed_run(argv, stdin_path, env, out, timeout, exit_peak=None):
     """Run argv under GNU time in `out` (its output to out/last_run.out,
     stdin from stdin_path or /dev/null): (wall seconds, peak RSS KiB,
-    output text), or None if it failed or timed out. GNU time measures, as
-    mimalloc-bench does: a child's peak RSS counts the process it was forked
-    from, and time is small (Python would add its own 10+ MiB)."""
+    output text, exact peak RSS KiB or None), or None if it failed or timed
+    out. GNU time measures, as mimalloc-bench does: a child's peak RSS
+    counts the process it was forked from, and time is small (Python would
+    add its own 10+ MiB). With exit_peak (the path of bench/src/exit_peak.c
+    built), the program runs under it as well, and the exact peak is the
+    larger of its reading (VmHWM at the program's exit) and GNU time's."""
     out_path, time_path = os.path.join(out, "last_run.out"), os.path.join(out, "last_run.time")
-    cmd = ["/usr/bin/time", "-q", "-o", time_path, "-f", "%e %M"] + argv
+    peak_path = os.path.join(out, "last_run.peak")
+    if os.path.exists(peak_path):
+        os.remove(peak_path)
+    cmd = ["/usr/bin/time", "-q", "-o", time_path, "-f", "%e %M"] + ([exit_peak, peak_path] if exit_peak else []) + argv
     with open(out_path, "w") as output, open(stdin_path or os.devnull) as inp:
         child = subprocess.Popen(cmd, stdin=inp, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=out,
                                  start_new_session=True)
@@ -258,7 +264,11 @@ def timed_run(argv, stdin_path, env, out, timeout):
         text = f.read()
     with open(time_path) as f:
         wall, rss = f.read().split()[-2:]
-    return float(wall), int(rss), text
+    exact = None
+    if exit_peak and os.path.exists(peak_path):
+        with open(peak_path) as f:
+            exact = max(int(f.read()), int(rss))
+    return float(wall), int(rss), text, exact
 
 
 # ------------------------------------------------- rounds and ratio tables
@@ -288,31 +298,37 @@ def run_rounds(cases, allocs, rounds, run_one, out):
     return samples, failures
 
 
-def medians(samples):
-    return {key: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-            for key, runs in samples.items()}
+def medians(samples, fields=2):
+    """The median of each of the first `fields` fields of every key's runs
+    (None for a field some run lacks)."""
+    def median(runs, i):
+        values = [r[i] for r in runs if len(r) > i and r[i] is not None]
+        return statistics.median(values) if len(values) == len(runs) else None
+    return {key: tuple(median(runs, i) for i in range(fields)) for key, runs in samples.items()}
 
 
-def ratio_tables(cases, names, med, failures, baseline):
-    """Markdown: the time and peak-RSS tables, each case's ratio to the
-    baseline per allocator, cagemalloc's ratio to the best peer, and the
-    geometric means."""
+RATIO_TABLES = (("Time", 0), ("Peak RSS", 1))
+
+
+def ratio_tables(cases, names, med, failures, baseline, tables=RATIO_TABLES):
+    """Markdown: a table per (title, field of the medians), by default time
+    and peak RSS: each case's ratio to the baseline per allocator,
+    cagemalloc's ratio to the best peer, and the geometric means."""
     peers = [n for n in names if not n.startswith("cagemalloc")]
 
     def ratio(case, name, i):
         base, mine = med.get((case, baseline)), med.get((case, name))
-        return mine[i] / base[i] if base and mine else float("nan")
+        return mine[i] / base[i] if base and mine and base[i] and mine[i] is not None else float("nan")
 
     lines = []
-    for title, i in (("Time", 0), ("Peak RSS", 1)):
+    for title, i in tables:
         lines += [f"## {title}, ratio to {baseline} (lower is better)\n",
                   "| case | " + " | ".join(names) + " | cagemalloc / best peer |", "|---|" + "---|" * (len(names) + 1)]
         for case in cases:
             cells = [f"{ratio(case, n, i):.2f}" + (" (failed)" if failures.get((case, n)) else "") for n in names]
             # no peer in the run (--allocators of cagemalloc builds only): no best-peer ratio
             best = min(peers, key=lambda n: ratio(case, n, i) if (case, n) in med else float("inf")) if peers else "-"
-            vs = med[(case, "cagemalloc")][i] / med[(case, best)][i] \
-                if (case, "cagemalloc") in med and (case, best) in med else float("nan")
+            vs = ratio(case, "cagemalloc", i) / ratio(case, best, i)
             lines.append(f"| {case} | " + " | ".join(cells) + f" | **{vs:.2f}** ({best}) |")
         lines.append(f"| **geomean** | " + " | ".join(
             f"**{geomean([ratio(c, n, i) for c in cases]):.2f}**" for n in names) + " | |\n")
