@@ -238,12 +238,12 @@ def preload_env(lib, extra_env):
 def timed_run(argv, stdin_path, env, out, timeout, exit_peak=None):
     """Run argv under GNU time in `out` (its output to out/last_run.out,
     stdin from stdin_path or /dev/null): (wall seconds, peak RSS KiB,
-    output text, exact peak RSS KiB or None), or None if it failed or timed
+    output text, peak RSS KiB read at exit or None), or None if it failed or timed
     out. GNU time measures, as mimalloc-bench does: a child's peak RSS
     counts the process it was forked from, and time is small (Python would
     add its own 10+ MiB). With exit_peak (the path of bench/src/exit_peak.c
-    built), the program runs under it as well, and the exact peak is the
-    larger of its reading (VmHWM at the program's exit) and GNU time's."""
+    built), the program runs under it as well, and that peak is the larger
+    of its reading (VmHWM at the program's exit) and GNU time's."""
     out_path, time_path = os.path.join(out, "last_run.out"), os.path.join(out, "last_run.time")
     peak_path = os.path.join(out, "last_run.peak")
     if os.path.exists(peak_path):
@@ -264,11 +264,11 @@ def timed_run(argv, stdin_path, env, out, timeout, exit_peak=None):
         text = f.read()
     with open(time_path) as f:
         wall, rss = f.read().split()[-2:]
-    exact = None
+    at_exit = None
     if exit_peak and os.path.exists(peak_path):
         with open(peak_path) as f:
-            exact = max(int(f.read()), int(rss))
-    return float(wall), int(rss), text, exact
+            at_exit = max(int(f.read()), int(rss))
+    return float(wall), int(rss), text, at_exit
 
 
 # ------------------------------------------------- rounds and ratio tables

@@ -5,7 +5,10 @@
  * Why: GNU time's %M is getrusage's ru_maxrss, which since Linux 6.2 the
  * kernel takes from its approximate per-CPU RSS counters at exit: a small
  * program's peak reads 60-270 KiB low, by an amount that varies from run
- * to run (BENCHMARKS.md). /proc's VmHWM sums the counters exactly.
+ * to run (BENCHMARKS.md). /proc's VmHWM is the larger of the process's RSS
+ * now, which /proc sums exactly on this kernel, and the high-water mark the
+ * kernel set when memory was last unmapped (from the approximate counters):
+ * exact for a program whose peak is at its end, never below ru_maxrss.
  *
  *     exit_peak OUT_FILE PROGRAM [ARGS...]
  *
