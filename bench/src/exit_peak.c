@@ -56,7 +56,8 @@ int main(int argc, char **argv) {
         _exit(127);
     }
     int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFSTOPPED(status)) return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+    if (waitpid(pid, &status, 0) < 0) return 2;
+    if (!WIFSTOPPED(status)) return WIFEXITED(status) ? WEXITSTATUS(status) : 2; /* exec failed */
     ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL);
     ptrace(PTRACE_CONT, pid, 0, 0);
     while (waitpid(pid, &status, 0) == pid) {
