@@ -81,8 +81,12 @@ CM_API CM_MALLOC_ATTRS void *cm_aligned_alloc(size_t alignment, size_t size);
  * all of them may be written). 0 for NULL. */
 CM_API size_t cm_usable_size(const void *ptr);
 
-/* Flush the calling thread's cache and return every page that can be
- * returned to the OS (empty superblocks, cached large mappings).
+/* Return every page that can be returned to the OS: the calling thread's
+ * heaps give back their fully free superblocks and the pages inside their
+ * free blocks (past each block's first word), superblocks left by exited
+ * threads the pages inside theirs, and kept superblocks, cached large
+ * mappings and all-free chunks go back; every other thread's heaps do the
+ * same at their next allocation that refills. malloc_trim(0) is this.
  * Returns 1 if memory was returned, 0 otherwise. */
 CM_API int cm_trim(void);
 
@@ -142,7 +146,8 @@ CM_API void cm_heap_destroy(cm_heap_t *h);
  * Not for the default heap. */
 CM_API void cm_heap_delete(cm_heap_t *h);
 /* Give back what h holds unused: its fully free superblocks go to the
- * shared pool; force also returns the pool's kept pages to the OS. */
+ * shared pool and the pages inside its free blocks to the OS; force also
+ * does what cm_trim does to the pool and the large cache. */
 CM_API void cm_heap_collect(cm_heap_t *h, int force);
 /* 1 if p points into a block of h, live or free (for a large block: into
  * its first 64 KiB, where the page map names it), 0 otherwise. */

@@ -215,9 +215,12 @@ size_t cm_impl_usable_size(const void *p, const char *func) {
 
 /* The calling thread's heaps give back what they hold unused now; every
  * other heap does at its next refill (an idle thread's heap cannot be
- * touched by another thread: its lists are its own). */
+ * touched by another thread: its lists are its own). 1 if pages went back:
+ * those inside free blocks are counted as returned only (relaxed: a
+ * count, which another thread's returns may also move). */
 int cm_impl_trim(void) {
     if (!atomic_load_explicit(&cm_initialized, memory_order_acquire)) return 0;
+    size_t returned = atomic_load_explicit(&cm_counters.returned, memory_order_relaxed);
     atomic_fetch_add_explicit(&cm_trim_epoch, 1, memory_order_relaxed);
     if (cm_thread.state == CM_THREAD_ACTIVE) {
         cm_remote_flush();
@@ -227,9 +230,10 @@ int cm_impl_trim(void) {
         }
     }
     bool small = cm_pool_trim();
+    cm_pool_purge_free_blocks();
     bool chunks = cm_arena_trim();
     bool large = cm_large_trim();
-    return small || chunks || large;
+    return small || chunks || large || atomic_load_explicit(&cm_counters.returned, memory_order_relaxed) != returned;
 }
 
 /* ------------------------------------------------------------ entry points */

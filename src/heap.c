@@ -217,6 +217,7 @@ void cm_heap_collect(cm_heap_t *h, int force) {
     cm_heap_collect_owned(h);
     if (force) {
         cm_pool_trim();
+        cm_pool_purge_free_blocks();
         cm_arena_trim();
         cm_large_trim();
     }

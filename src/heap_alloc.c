@@ -603,19 +603,35 @@ void cm_heap_gather(cm_heap_t *h) {
     sweep_zombies(h);
 }
 
-/* Gathered, every superblock with all its blocks free is on avail: back to the pool. */
+/* d's free blocks (its local list) give back their pages: half the blocks
+ * of 32 KiB freed held 32 MiB of 64 until their superblocks emptied. */
+static void purge_free_blocks(cm_desc_t *d, size_t block_size) {
+    for (void *b = cm_list_head(d->local_free); b; b = cm_block_peek_next(b)) cm_free_block_purge(b, block_size);
+}
+
+/* Gathered, every superblock with all its blocks free is on avail: back to
+ * the pool; the others give back the pages inside their free blocks. The
+ * visiting flag keeps remote frees from handing an avail superblock to the
+ * pool while its list is walked, as for cm_heap_visit (published by the
+ * gather's claims). */
 void cm_heap_collect_owned(cm_heap_t *h) {
+    uint8_t visiting = atomic_load_explicit(&h->visiting, memory_order_relaxed);
+    atomic_store_explicit(&h->visiting, 1, memory_order_relaxed);
     cm_heap_gather(h);
     for (unsigned c = 1; c <= CM_NUM_CLASSES; c++) {
+        size_t block_size = cm_class_info[c].block_size;
         for (uint32_t r = h->bins[c].avail, next; r; r = next) {
             cm_desc_t *d = desc(r);
             next = d->link;
             if (cm_desc_used(d) == 0) {
                 list_unlink(&h->bins[c].avail, d);
                 give_up(d);
+            } else if (block_size > CM_PAGE_SIZE) {
+                purge_free_blocks(d, block_size);
             }
         }
     }
+    atomic_store_explicit(&h->visiting, visiting, memory_order_relaxed);
 }
 
 void cm_heap_abandon(cm_heap_t *h) {

@@ -571,6 +571,7 @@ CM_HIDDEN void *cm_os_map_aligned(size_t size, size_t align); /* a large block: 
 CM_HIDDEN void *cm_os_map_congruent(size_t size, size_t align, const void *like);
 CM_HIDDEN void cm_os_unmap(void *p, size_t size);
 CM_HIDDEN void cm_os_decommit(void *p, size_t size);
+CM_HIDDEN void cm_os_purge(void *p, size_t size);      /* pages inside a free block: resident no more */
 CM_HIDDEN bool cm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
 CM_HIDDEN bool cm_os_move(void *p, size_t size, void *target);
 CM_HIDDEN bool cm_os_random(void *buf, size_t n);          /* false: getrandom failed, weaker fallback used */
@@ -721,6 +722,8 @@ CM_HIDDEN void cm_pool_free_remote(cm_desc_t *d, void *head, void *tail, uint32_
 CM_HIDDEN void cm_pool_return_chain(cm_desc_t *d, void *head, void *tail, uint32_t n);
 /* Retire every fully free superblock kept committed (malloc_trim). */
 CM_HIDDEN bool cm_pool_trim(void);
+/* malloc_trim: partly used superblocks no heap owns give back the pages inside their free blocks */
+CM_HIDDEN void cm_pool_purge_free_blocks(void);
 /* Retire kept superblocks idle for CAGEMALLOC_DECAY_MS, a bounded batch. */
 CM_HIDDEN void cm_pool_decay(void);
 /* Bytes of completely free superblocks kept committed for reuse. */
@@ -937,6 +940,16 @@ CM_INLINE bool cm_block_looks_free(const void *block) {
     uint16_t word_tag; /* __builtin_: the library is built with -fno-builtin */
     __builtin_memcpy(&word_tag, (const char *)block + CM_TAG_OFFSET, 2);
     return word_tag == CM_FREE_TAG;
+}
+
+/* The whole pages of free block b (of block_size bytes) past its link go
+ * back to the OS; the link stays, and the rest reads as zeros when the block
+ * is used again. What malloc_trim does to the free blocks it can reach, as
+ * glibc's gives back the pages of its free chunks. */
+CM_INLINE void cm_free_block_purge(void *b, size_t block_size) {
+    uintptr_t from = ((uintptr_t)b + sizeof(cm_free_block_t) + CM_PAGE_SIZE - 1) & ~(CM_PAGE_SIZE - 1);
+    uintptr_t to = ((uintptr_t)b + block_size) & ~(CM_PAGE_SIZE - 1);
+    if (to > from) cm_os_purge((void *)from, to - from);
 }
 
 /* ---------------------------------------------------------------- large blocks */

@@ -216,6 +216,15 @@ void cm_os_decommit(void *p, size_t size) {
     cm_count(&cm_counters.returned, size);
 }
 
+/* The pages of a free block past its link, which stays usable and counted
+ * committed: they read back as zeros when it is used again, and nothing
+ * relies on their contents, so a refusal (mlockall, seccomp) leaves them. */
+void cm_os_purge(void *p, size_t size) {
+    count_call();
+    if (!raw_failed(raw_syscall6(SYS_madvise, (long)p, (long)size, MADV_DONTNEED, 0, 0, 0)))
+        cm_count(&cm_counters.returned, size);
+}
+
 /* Grow a mapping where it is, if the address space after it is free: new
  * pages mapped right behind it (mremap refuses to resize a range made of
  * several mappings, as a large block assembled from moved pages is). */

@@ -754,6 +754,62 @@ bool cm_pool_trim(void) {
     return returned;
 }
 
+/* A partial superblock taken off its stack for a purge, with the free list
+ * its anchor held; or, with no list (a = 0), one whose only free blocks were
+ * never carved, to be pushed back as it is. */
+typedef struct held {
+    cm_desc_t *d;
+    cm_anchor_t a;
+} held_t;
+
+/* h's free blocks give back their pages and go back to its anchor, as a
+ * remote free's batch does. */
+static void purge_and_return(held_t h, size_t block_size) {
+    void *head = cm_desc_block(h.d, cm_anchor_avail(h.a)), *tail = head;
+    for (uint32_t left = cm_anchor_count(h.a);;) {
+        cm_free_block_purge(tail, block_size);
+        if (--left == 0) break;
+        tail = cm_block_peek_next(tail);
+    }
+    cm_pool_return_chain(h.d, head, tail, cm_anchor_count(h.a));
+}
+
+/* Each partial stack of a class whose blocks span pages is emptied, every
+ * superblock's free list taken (FULL), purged and given back, which pushes
+ * the superblock onto the calling thread's shard: that shard goes first, so
+ * none is taken twice. The taken ones are listed in a scratch mapping, not
+ * through their stack links: a remote free may push one meanwhile. */
+void cm_pool_purge_free_blocks(void) {
+    uint32_t most = cm_desc_count();
+    size_t bytes = ((size_t)most * sizeof(held_t) + CM_PAGE_SIZE - 1) & ~(CM_PAGE_SIZE - 1);
+    held_t *held = cm_os_map(bytes);
+    if (!held) return;
+    unsigned mine = shard_of(cm_my_ref());
+    for (unsigned space = 0; space < CM_SPACES; space++)
+        for (unsigned cls = 1; cls <= CM_NUM_CLASSES; cls++) {
+            size_t block_size = cm_class_info[cls].block_size;
+            if (block_size <= CM_PAGE_SIZE) continue;
+            for (unsigned i = 0; i < PARTIAL_SHARDS; i++) {
+                cm_desc_stack_t *stack = &partial[space][(mine + i) % PARTIAL_SHARDS][cls];
+                uint32_t n = 0;
+                cm_desc_t *d;
+                while (n < most && (d = cm_desc_stack_pop(stack)) != NULL) {
+                    /* acquire: as in take_partial. Popped, its list only grows. */
+                    cm_anchor_t a = atomic_load_explicit(&d->anchor, memory_order_acquire);
+                    if (cm_anchor_state(a) == CM_PARTIAL && cm_anchor_count(a) == 0)
+                        held[n++] = (held_t){d, 0};
+                    else if ((a = take_partial(d, cls, CM_FULL)) != 0)
+                        held[n++] = (held_t){d, a};
+                }
+                for (uint32_t k = 0; k < n; k++) {
+                    if (held[k].a) purge_and_return(held[k], block_size);
+                    else cm_desc_stack_push(stack, held[k].d);
+                }
+            }
+        }
+    cm_os_unmap(held, bytes);
+}
+
 /* Called from every 64th refill of a thread (reading the clock costs as much
  * as a refill): at most a few times per decay period (a timestamp CAS elects
  * the one thread that scans), retire what idled, looking at DECAY_SCAN
